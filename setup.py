@@ -1,0 +1,52 @@
+"""Packaging for triton_mini, driven by settings.ini (nbdev 2 layout).
+
+Besides the exported package this installs two things a Triton user needs:
+* `triton_python_backend_utils`, a top-level module, so `import triton_python_backend_utils as pb_utils`
+  in an unchanged model.py works after `pip install` (it re-exports `triton_mini.pb_utils`);
+* the bundled example model repository (`model_repository/` in the source tree), shipped inside the
+  wheel as `triton_mini/model_repository` so `triton-mini` with no flags has something to serve.
+"""
+from configparser import ConfigParser
+from pathlib import Path
+import setuptools
+
+cfg = ConfigParser(delimiters=['='])
+cfg.read('settings.ini', encoding='utf-8')
+cfg = cfg['DEFAULT']
+
+licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable']
+lic = licenses[cfg['license'].lower()]
+
+def reqs(key): return cfg.get(key, '').split()
+
+repo_files = [str(p.relative_to('model_repository')) for p in Path('model_repository').rglob('*')
+              if p.is_file() and '__pycache__' not in p.parts]
+
+setuptools.setup(
+    name=cfg['lib_name'],
+    version=cfg['version'],
+    description=cfg['description'],
+    long_description=Path('README.md').read_text(encoding='utf-8'),
+    long_description_content_type='text/markdown',
+    author=cfg['author'], author_email=cfg['author_email'],
+    license=lic[0],
+    classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
+                 'Intended Audience :: ' + cfg['audience'].title(),
+                 'License :: ' + lic[1],
+                 'Natural Language :: ' + cfg['language'].title(),
+                 'Programming Language :: Python :: 3.11'],
+    url=cfg['git_url'],
+    keywords=cfg['keywords'],
+    python_requires='>=' + cfg['min_python'],
+    packages=setuptools.find_packages(include=['triton_mini', 'triton_mini.*']) + ['triton_mini.model_repository'],
+    package_dir={'triton_mini.model_repository': 'model_repository'},
+    package_data={'triton_mini.model_repository': repo_files},
+    py_modules=['triton_python_backend_utils'],
+    include_package_data=True,
+    install_requires=reqs('requirements'),
+    extras_require={'dev': reqs('dev_requirements'), 'llm': reqs('llm_requirements')},
+    zip_safe=False,
+    entry_points={'console_scripts': cfg.get('console_scripts', '').split(),
+                  'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+)
