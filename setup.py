@@ -4,11 +4,13 @@ Besides the exported package this installs two things a Triton user needs:
 * `triton_python_backend_utils`, a top-level module, so `import triton_python_backend_utils as pb_utils`
   in an unchanged model.py works after `pip install` (it re-exports `triton_mini.pb_utils`);
 * the bundled example model repository (`model_repository/` in the source tree), shipped inside the
-  wheel as `triton_mini/model_repository` so `triton-mini` with no flags has something to serve.
+  wheel as `triton_mini/examples/` so `triton-mini` with no flags has something to serve.
 """
 from configparser import ConfigParser
 from pathlib import Path
+import shutil
 import setuptools
+from setuptools.command.build_py import build_py
 
 cfg = ConfigParser(delimiters=['='])
 cfg.read('settings.ini', encoding='utf-8')
@@ -20,8 +22,13 @@ lic = licenses[cfg['license'].lower()]
 
 def reqs(key): return cfg.get(key, '').split()
 
-repo_files = [str(p.relative_to('model_repository')) for p in Path('model_repository').rglob('*')
-              if p.is_file() and '__pycache__' not in p.parts]
+class BuildWithExamples(build_py):
+    "Copy model_repository/ into the wheel as triton_mini/examples (editable installs read it in place)."
+    def run(self):
+        super().run()
+        if not getattr(self, 'editable_mode', False):
+            shutil.copytree('model_repository', Path(self.build_lib) / 'triton_mini' / 'examples', dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -33,15 +40,13 @@ setuptools.setup(
     license=lic[0],
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
-                 'License :: ' + lic[1],
                  'Natural Language :: ' + cfg['language'].title(),
                  'Programming Language :: Python :: 3.11'],
     url=cfg['git_url'],
     keywords=cfg['keywords'],
     python_requires='>=' + cfg['min_python'],
-    packages=setuptools.find_packages(include=['triton_mini', 'triton_mini.*']) + ['triton_mini.model_repository'],
-    package_dir={'triton_mini.model_repository': 'model_repository'},
-    package_data={'triton_mini.model_repository': repo_files},
+    packages=setuptools.find_packages(include=['triton_mini', 'triton_mini.*']),
+    cmdclass={'build_py': BuildWithExamples},
     py_modules=['triton_python_backend_utils'],
     include_package_data=True,
     install_requires=reqs('requirements'),
