@@ -1,0 +1,171 @@
+"""`triton-mini` / `python -m triton_mini` as a user runs it: flags, exit codes, the startup table,
+tritonserver's log format, exit-on-error, poll mode and graceful shutdown on SIGTERM."""
+import json, re, shutil, signal, subprocess, sys, textwrap, threading, time, urllib.error, urllib.request
+from pathlib import Path
+
+import pytest
+
+from triton_mini.cli import example_repository, free_port, wait_for_http
+
+LOG_LINE = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ [\w.]+:\d+\] ')
+
+
+def write_model(root, name, config, model_py=None):
+    d = Path(root) / name
+    (d / '1').mkdir(parents=True, exist_ok=True)
+    (d / 'config.pbtxt').write_text(textwrap.dedent(config))
+    if model_py is not None: (d / '1' / 'model.py').write_text(textwrap.dedent(model_py))
+    return d
+
+
+SLEEPY = '''
+import time, numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.Logger.log_info("sleepy executing")
+        time.sleep(1.0)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())]) for r in requests]
+    def finalize(self):
+        pb_utils.Logger.log_info("sleepy finalized")
+'''
+SLEEPY_CFG = '''name: "sleepy"
+backend: "python"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+
+
+class Server:
+    "A `python -m triton_mini` subprocess on free ports."
+    def __init__(self, *flags, repo=None):
+        self.http, self.metrics = free_port(), free_port()
+        args = [sys.executable, '-m', 'triton_mini', f'--http-port={self.http}', f'--metrics-port={self.metrics}', '--allow-grpc=false', *flags]
+        if repo is not None: args.append(f'--model-repository={repo}')
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines, self._reader = [], threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout: self.lines.append(line.rstrip('\n'))
+
+    @property
+    def url(self): return f'http://127.0.0.1:{self.http}'
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as r: return r.status, r.read()
+        except urllib.error.HTTPError as e: return e.code, e.read()
+
+    def post(self, path, doc):
+        req = urllib.request.Request(self.url + path, data=json.dumps(doc).encode(), method='POST')
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r: return r.status, json.loads(r.read() or b'null')
+        except urllib.error.HTTPError as e: return e.code, json.loads(e.read() or b'null')
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None: self.proc.send_signal(sig)
+        code = self.proc.wait(60)
+        self._reader.join(5)
+        return code
+
+    @property
+    def output(self): return '\n'.join(self.lines)
+
+
+def run(*flags, timeout=60):
+    return subprocess.run([sys.executable, '-m', 'triton_mini', *flags], capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_and_bad_flags():
+    assert run('--help').returncode == 0
+    bad = run('--no-such-flag')
+    assert bad.returncode == 2 and 'unrecognized arguments: --no-such-flag' in bad.stderr
+    assert run('--exit-on-error=maybe').returncode == 2
+
+
+def test_flag_consistency_errors(tmp_path):
+    r = run('--load-model=add_sub', f'--model-repository={tmp_path}')
+    assert r.returncode == 1 and "Use of '--load-model' requires setting '--model-control-mode=explicit' as well." in r.stderr
+    r = run('--model-control-mode=explicit', '--load-model=*', '--load-model=x', f'--model-repository={tmp_path}')
+    assert r.returncode == 1 and "Wildcard model name '*' must be the ONLY startup model" in r.stderr
+    r = run('--model-repository=/no/such/dir')
+    assert r.returncode == 1 and 'failed to stat file /no/such/dir' in r.stderr
+
+
+def test_bundled_repository_by_default():
+    "No --model-repository: the bundled example repository (README's first command)."
+    s = Server()
+    try:
+        assert wait_for_http(s.url + '/v2/health/ready', 120)
+        assert s.get('/v2/health/ready')[0] == 200, s.output
+        index = s.post('/v2/repository/index', {})[1]
+        names = {e['name'] for e in index if e.get('state') == 'READY'}
+        assert {'add_sub', 'identity_bytes', 'add_sub_ensemble', 'linear_onnx'} <= names
+        status, out = s.post('/v2/models/add_sub/infer', {'inputs': [
+            {'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]},
+            {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]})
+        assert status == 200 and out['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
+    finally: assert s.stop() == 0
+    assert '| add_sub ' in s.output and 'READY' in s.output
+    assert f'Started HTTPService at 0.0.0.0:{s.http}' in s.output and f'Started Metrics Service at 0.0.0.0:{s.metrics}' in s.output
+    ours = [l for l in s.lines if 'successfully loaded' in l or 'Started' in l or 'Signal (15)' in l]
+    assert len(ours) >= 6 and all(LOG_LINE.match(l) for l in ours), s.output   # model prints pass through as they are
+
+
+def test_exit_on_error(tmp_path):
+    write_model(tmp_path, 'good', SLEEPY_CFG.replace('sleepy', 'good'), SLEEPY)
+    write_model(tmp_path, 'bad', 'name: "bad" backend: "python" input [ { name: "X" data_type: TYPE_FP32 } ]', SLEEPY)
+    r = run(f'--model-repository={tmp_path}', '--allow-grpc=false', f'--http-port={free_port()}', f'--metrics-port={free_port()}')
+    assert r.returncode == 1
+    assert "| bad   | 1       | UNAVAILABLE: Invalid argument: model input 'X' must specify 'dims' for bad |" in r.stderr
+    assert 'error: creating server: Internal - failed to load all models' in r.stderr
+    s = Server('--exit-on-error=false', repo=tmp_path)
+    try:
+        assert wait_for_http(s.url + '/v2/health/live', 60)
+        assert s.get('/v2/health/ready') == (400, b'')          # not every model is READY
+        assert s.get('/v2/models/good/ready')[0] == 200
+        assert s.post('/v2/models/bad/infer', {'inputs': []}) == (404, {'error': "Request for unknown model: 'bad' has no available versions"})
+    finally: assert s.stop() == 0
+
+
+def test_graceful_shutdown_finishes_in_flight_requests(tmp_path):
+    write_model(tmp_path, 'sleepy', SLEEPY_CFG, SLEEPY)
+    s = Server('--exit-timeout-secs=10', repo=tmp_path)
+    assert wait_for_http(s.url + '/v2/health/ready', 60)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=s.post('/v2/models/sleepy/infer', {
+        'inputs': [{'name': 'X', 'shape': [1], 'datatype': 'FP32', 'data': [7]}]})))
+    t.start()
+    for _ in range(500):                       # until the model logs that it is executing the request
+        if 'sleepy executing' in s.output: break
+        time.sleep(0.01)
+    assert s.stop() == 0
+    t.join(10)
+    assert result['r'][0] == 200 and result['r'][1]['outputs'][0]['data'] == [7.0]
+    assert 'Signal (15) received.' in s.output and 'sleepy finalized' in s.output
+
+
+def test_poll_mode_picks_up_a_new_model(tmp_path):
+    s = Server('--model-control-mode=poll', '--repository-poll-secs=0.5', repo=tmp_path)
+    try:
+        assert wait_for_http(s.url + '/v2/health/ready', 60)
+        assert s.get('/v2/models/sleepy/ready')[0] == 400
+        staging = tmp_path.parent / 'staging'
+        write_model(staging, 'sleepy', SLEEPY_CFG, SLEEPY)
+        shutil.move(str(staging / 'sleepy'), str(tmp_path / 'sleepy'))   # appear atomically
+        for _ in range(100):
+            if s.get('/v2/models/sleepy/ready')[0] == 200: break
+            time.sleep(0.1)
+        assert s.get('/v2/models/sleepy/ready')[0] == 200
+        assert s.post('/v2/repository/models/sleepy/unload', {})[1] == {'error': 'explicit model load / unload is not allowed if polling is enabled'}
+    finally: assert s.stop() == 0
+
+
+def test_metrics_port_and_flags(tmp_path):
+    write_model(tmp_path, 'sleepy', SLEEPY_CFG, SLEEPY)
+    s = Server('--allow-metrics=false', '--log-verbose=1', repo=tmp_path)
+    try:
+        assert wait_for_http(s.url + '/v2/health/ready', 60)
+        with pytest.raises(OSError): urllib.request.urlopen(f'http://127.0.0.1:{s.metrics}/metrics', timeout=2)
+    finally: assert s.stop() == 0
