@@ -16,7 +16,7 @@ __all__ = ['Int32', 'UInt32', 'Int64', 'UInt64', 'Float', 'DATA_TYPES', 'DataTyp
            'ModelTransactionPolicy', 'RepositoryAgent', 'ModelRepositoryAgents', 'ModelResponseCache', 'ModelConfig',
            'ConfigError', 'parse_config', 'ConfigParser', 'autofill_config', 'validate_config']
 
-# %% ../nbs/00_config_parser.ipynb #5f43dbad
+# %% ../nbs/00_config_parser.ipynb #a79338ef
 import copy, json, math, re, struct, types
 from bisect import bisect_right
 from dataclasses import dataclass, field, fields
@@ -24,14 +24,14 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, ClassVar, Union, get_args, get_origin, get_type_hints
 
-# %% ../nbs/00_config_parser.ipynb #b3807b2d
+# %% ../nbs/00_config_parser.ipynb #0877228f
 Int32 = Annotated[int, 'int32']
 UInt32 = Annotated[int, 'uint32']
 Int64 = Annotated[int, 'int64']
 UInt64 = Annotated[int, 'uint64']
 Float = Annotated[float, 'float']
 
-# %% ../nbs/00_config_parser.ipynb #da2a8e4a
+# %% ../nbs/00_config_parser.ipynb #317c9ab2
 class ProtoEnum:
     "One protobuf enum type: its full proto name and its values, name -> number."
     def __init__(self, full_name:str, values:dict): self.full_name, self.values = full_name, values
@@ -42,13 +42,13 @@ class ProtoEnum:
         return number
     def __repr__(self): return f'ProtoEnum({self.full_name!r})'
 
-# %% ../nbs/00_config_parser.ipynb #37f9b4b4
+# %% ../nbs/00_config_parser.ipynb #e4dba971
 DATA_TYPES = {'TYPE_INVALID': 0, 'TYPE_BOOL': 1, 'TYPE_UINT8': 2, 'TYPE_UINT16': 3, 'TYPE_UINT32': 4,
               'TYPE_UINT64': 5, 'TYPE_INT8': 6, 'TYPE_INT16': 7, 'TYPE_INT32': 8, 'TYPE_INT64': 9,
               'TYPE_FP16': 10, 'TYPE_FP32': 11, 'TYPE_FP64': 12, 'TYPE_STRING': 13, 'TYPE_BF16': 14}
 DataType = Annotated[str, ProtoEnum('inference.DataType', DATA_TYPES)]
 
-# %% ../nbs/00_config_parser.ipynb #f4f3c280
+# %% ../nbs/00_config_parser.ipynb #d38bf0bd
 class _Message:
     "Base of every model_config.proto message: proto name, oneof groups, JSON conversion."
     _proto: ClassVar[str] = ''
@@ -68,7 +68,7 @@ class _Message:
         "Build from proto3 JSON text; bad JSON or unknown fields raise `ConfigError`."
         return cls.from_dict(_loads_json(s))
 
-# %% ../nbs/00_config_parser.ipynb #3191abbf
+# %% ../nbs/00_config_parser.ipynb #127d1728
 def _message(proto:str, **oneofs):
     "Decorator: a keyword-only dataclass for proto message `proto`, with its oneof groups."
     def deco(cls):
@@ -76,15 +76,15 @@ def _message(proto:str, **oneofs):
         return dataclass(kw_only=True)(cls)
     return deco
 
-# %% ../nbs/00_config_parser.ipynb #5cbd39c2
+# %% ../nbs/00_config_parser.ipynb #2a18eb6f
 @_message('inference.ModelTensorReshape')
 class ModelTensorReshape(_Message):
     shape: list[Int64] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #924dc9ad
+# %% ../nbs/00_config_parser.ipynb #7d975d35
 FORMATS = ProtoEnum('inference.ModelInput.Format', {'FORMAT_NONE': 0, 'FORMAT_NHWC': 1, 'FORMAT_NCHW': 2})
 
-# %% ../nbs/00_config_parser.ipynb #0513f042
+# %% ../nbs/00_config_parser.ipynb #0e62b8a2
 @_message('inference.ModelInput')
 class ModelInput(_Message):
     "A tensor the model takes: name, data type and shape (without the batch dimension)."
@@ -98,7 +98,7 @@ class ModelInput(_Message):
     optional: bool = False
     is_non_linear_format_io: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #e7f0ea42
+# %% ../nbs/00_config_parser.ipynb #038fca40
 @_message('inference.ModelOutput')
 class ModelOutput(_Message):
     "A tensor the model returns; `label_filename` turns it into a classification output."
@@ -110,13 +110,13 @@ class ModelOutput(_Message):
     is_shape_tensor: bool = False
     is_non_linear_format_io: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #b346a87a
+# %% ../nbs/00_config_parser.ipynb #b99b5004
 BATCH_INPUT_KINDS = ProtoEnum('inference.BatchInput.Kind', {
     'BATCH_ELEMENT_COUNT': 0, 'BATCH_ACCUMULATED_ELEMENT_COUNT': 1, 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO': 2,
     'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE': 3, 'BATCH_ITEM_SHAPE': 4, 'BATCH_ITEM_SHAPE_FLATTEN': 5})
 BATCH_OUTPUT_KINDS = ProtoEnum('inference.BatchOutput.Kind', {'BATCH_SCATTER_WITH_INPUT_SHAPE': 0})
 
-# %% ../nbs/00_config_parser.ipynb #aa10f6b2
+# %% ../nbs/00_config_parser.ipynb #49ca96f3
 @_message('inference.BatchInput')
 class BatchInput(_Message):
     kind: Annotated[str, BATCH_INPUT_KINDS] = 'BATCH_ELEMENT_COUNT'
@@ -124,28 +124,28 @@ class BatchInput(_Message):
     data_type: DataType = 'TYPE_INVALID'
     source_input: list[str] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #7dbdcb7d
+# %% ../nbs/00_config_parser.ipynb #3adfc9a1
 @_message('inference.BatchOutput')
 class BatchOutput(_Message):
     target_name: list[str] = field(default_factory=list)
     kind: Annotated[str, BATCH_OUTPUT_KINDS] = 'BATCH_SCATTER_WITH_INPUT_SHAPE'
     source_input: list[str] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #f54af1b7
+# %% ../nbs/00_config_parser.ipynb #345ea549
 @_message('inference.ModelVersionPolicy.Latest')
 class VersionPolicyLatest(_Message):
     num_versions: UInt32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #f95b63a6
+# %% ../nbs/00_config_parser.ipynb #8c29e143
 @_message('inference.ModelVersionPolicy.All')
 class VersionPolicyAll(_Message): pass
 
-# %% ../nbs/00_config_parser.ipynb #5745efcb
+# %% ../nbs/00_config_parser.ipynb #71011638
 @_message('inference.ModelVersionPolicy.Specific')
 class VersionPolicySpecific(_Message):
     versions: list[Int64] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #038f229a
+# %% ../nbs/00_config_parser.ipynb #d226378c
 @_message('inference.ModelVersionPolicy', policy_choice=('latest', 'all', 'specific'))
 class ModelVersionPolicy(_Message):
     "Which version directories to serve: the latest N, all, or a list (set exactly one)."
@@ -153,32 +153,32 @@ class ModelVersionPolicy(_Message):
     all: VersionPolicyAll | None = None
     specific: VersionPolicySpecific | None = None
 
-# %% ../nbs/00_config_parser.ipynb #de5e7d72
+# %% ../nbs/00_config_parser.ipynb #5143cddd
 @_message('inference.ModelRateLimiter.Resource')
 class RateLimiterResource(_Message):
     name: str = ''
     global_: bool = field(default=False, metadata={'proto_name': 'global'})
     count: UInt32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #21c19412
+# %% ../nbs/00_config_parser.ipynb #1b7b8982
 @_message('inference.ModelRateLimiter')
 class ModelRateLimiter(_Message):
     resources: list[RateLimiterResource] = field(default_factory=list)
     priority: UInt32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #cc418d55
+# %% ../nbs/00_config_parser.ipynb #7940adaf
 INSTANCE_KINDS = ProtoEnum('inference.ModelInstanceGroup.Kind',
                            {'KIND_AUTO': 0, 'KIND_GPU': 1, 'KIND_CPU': 2, 'KIND_MODEL': 3})
 SECONDARY_DEVICE_KINDS = ProtoEnum('inference.ModelInstanceGroup.SecondaryDevice.SecondaryDeviceKind',
                                    {'KIND_NVDLA': 0})
 
-# %% ../nbs/00_config_parser.ipynb #52d2ef56
+# %% ../nbs/00_config_parser.ipynb #42296058
 @_message('inference.ModelInstanceGroup.SecondaryDevice')
 class SecondaryDevice(_Message):
     kind: Annotated[str, SECONDARY_DEVICE_KINDS] = 'KIND_NVDLA'
     device_id: Int64 = 0
 
-# %% ../nbs/00_config_parser.ipynb #6dc9b1f2
+# %% ../nbs/00_config_parser.ipynb #666eda16
 @_message('inference.ModelInstanceGroup')
 class ModelInstanceGroup(_Message):
     "`count` copies of the model on one kind of device; each copy runs one batch at a time."
@@ -192,30 +192,30 @@ class ModelInstanceGroup(_Message):
     passive: bool = False
     host_policy: str = ''
 
-# %% ../nbs/00_config_parser.ipynb #8ea41758
+# %% ../nbs/00_config_parser.ipynb #6d875a82
 @_message('inference.ModelOptimizationPolicy.Graph')
 class OptimizationGraph(_Message):
     level: Int32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #7ca77b4c
+# %% ../nbs/00_config_parser.ipynb #63d1e805
 @_message('inference.ModelOptimizationPolicy.Cuda.GraphSpec.Shape')
 class CudaGraphShape(_Message):
     dim: list[Int64] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #5afc6880
+# %% ../nbs/00_config_parser.ipynb #d772da80
 @_message('inference.ModelOptimizationPolicy.Cuda.GraphSpec.LowerBound')
 class CudaGraphLowerBound(_Message):
     batch_size: Int32 = 0
     input: dict[str, CudaGraphShape] = field(default_factory=dict)
 
-# %% ../nbs/00_config_parser.ipynb #1c52f2e1
+# %% ../nbs/00_config_parser.ipynb #d954fce9
 @_message('inference.ModelOptimizationPolicy.Cuda.GraphSpec')
 class CudaGraphSpec(_Message):
     batch_size: Int32 = 0
     input: dict[str, CudaGraphShape] = field(default_factory=dict)
     graph_lower_bound: CudaGraphLowerBound | None = None
 
-# %% ../nbs/00_config_parser.ipynb #59676c0f
+# %% ../nbs/00_config_parser.ipynb #a6db0ddc
 @_message('inference.ModelOptimizationPolicy.Cuda')
 class OptimizationCuda(_Message):
     graphs: bool = False
@@ -223,28 +223,28 @@ class OptimizationCuda(_Message):
     graph_spec: list[CudaGraphSpec] = field(default_factory=list)
     output_copy_stream: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #46a24144
+# %% ../nbs/00_config_parser.ipynb #7516e123
 @_message('inference.ModelOptimizationPolicy.ExecutionAccelerators.Accelerator')
 class ExecutionAccelerator(_Message):
     name: str = ''
     parameters: dict[str, str] = field(default_factory=dict)
 
-# %% ../nbs/00_config_parser.ipynb #37847157
+# %% ../nbs/00_config_parser.ipynb #47377e22
 @_message('inference.ModelOptimizationPolicy.ExecutionAccelerators')
 class ExecutionAccelerators(_Message):
     gpu_execution_accelerator: list[ExecutionAccelerator] = field(default_factory=list)
     cpu_execution_accelerator: list[ExecutionAccelerator] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #6ffe4f24
+# %% ../nbs/00_config_parser.ipynb #6595371f
 @_message('inference.ModelOptimizationPolicy.PinnedMemoryBuffer')
 class PinnedMemoryBuffer(_Message):
     enable: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #1aecd66a
+# %% ../nbs/00_config_parser.ipynb #fac4ba81
 MODEL_PRIORITIES = ProtoEnum('inference.ModelOptimizationPolicy.ModelPriority',
                              {'PRIORITY_DEFAULT': 0, 'PRIORITY_MAX': 1, 'PRIORITY_MIN': 2})
 
-# %% ../nbs/00_config_parser.ipynb #739dd457
+# %% ../nbs/00_config_parser.ipynb #75527974
 @_message('inference.ModelOptimizationPolicy')
 class ModelOptimizationPolicy(_Message):
     "Backend optimizations; on CPU only the pinned-memory defaults show up."
@@ -257,10 +257,10 @@ class ModelOptimizationPolicy(_Message):
     gather_kernel_buffer_threshold: UInt32 = 0
     eager_batching: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #bc620305
+# %% ../nbs/00_config_parser.ipynb #395f01c6
 TIMEOUT_ACTIONS = ProtoEnum('inference.ModelQueuePolicy.TimeoutAction', {'REJECT': 0, 'DELAY': 1})
 
-# %% ../nbs/00_config_parser.ipynb #8a34d1de
+# %% ../nbs/00_config_parser.ipynb #70d2f075
 @_message('inference.ModelQueuePolicy')
 class ModelQueuePolicy(_Message):
     "What the batcher's queue does with a request that waits too long, and how long it may grow."
@@ -269,7 +269,7 @@ class ModelQueuePolicy(_Message):
     allow_timeout_override: bool = False
     max_queue_size: UInt32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #63d95e79
+# %% ../nbs/00_config_parser.ipynb #fc014d24
 @_message('inference.ModelDynamicBatching')
 class ModelDynamicBatching(_Message):
     "Combine requests into batches: preferred sizes, how long to wait, priority queues."
@@ -281,11 +281,11 @@ class ModelDynamicBatching(_Message):
     default_queue_policy: ModelQueuePolicy | None = None
     priority_queue_policy: dict[UInt64, ModelQueuePolicy] = field(default_factory=dict)
 
-# %% ../nbs/00_config_parser.ipynb #fe41809f
+# %% ../nbs/00_config_parser.ipynb #0b64b359
 CONTROL_KINDS = ProtoEnum('inference.ModelSequenceBatching.Control.Kind', {
     'CONTROL_SEQUENCE_START': 0, 'CONTROL_SEQUENCE_READY': 1, 'CONTROL_SEQUENCE_END': 2, 'CONTROL_SEQUENCE_CORRID': 3})
 
-# %% ../nbs/00_config_parser.ipynb #fcd76240
+# %% ../nbs/00_config_parser.ipynb #3e77019c
 @_message('inference.ModelSequenceBatching.Control')
 class SequenceControl(_Message):
     kind: Annotated[str, CONTROL_KINDS] = 'CONTROL_SEQUENCE_START'
@@ -294,13 +294,13 @@ class SequenceControl(_Message):
     bool_false_true: list[bool] = field(default_factory=list)
     data_type: DataType = 'TYPE_INVALID'
 
-# %% ../nbs/00_config_parser.ipynb #6624a470
+# %% ../nbs/00_config_parser.ipynb #581c4e6b
 @_message('inference.ModelSequenceBatching.ControlInput')
 class SequenceControlInput(_Message):
     name: str = ''
     control: list[SequenceControl] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #9554eb2b
+# %% ../nbs/00_config_parser.ipynb #a3b25ea0
 @_message('inference.ModelSequenceBatching.InitialState', state_data=('zero_data', 'data_file'))
 class SequenceInitialState(_Message):
     data_type: DataType = 'TYPE_INVALID'
@@ -309,7 +309,7 @@ class SequenceInitialState(_Message):
     data_file: str | None = None
     name: str = ''
 
-# %% ../nbs/00_config_parser.ipynb #0ee176eb
+# %% ../nbs/00_config_parser.ipynb #58944897
 @_message('inference.ModelSequenceBatching.State')
 class SequenceState(_Message):
     input_name: str = ''
@@ -320,13 +320,13 @@ class SequenceState(_Message):
     use_same_buffer_for_input_output: bool = False
     use_growable_memory: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #6a868b29
+# %% ../nbs/00_config_parser.ipynb #bb3cd0bd
 @_message('inference.ModelSequenceBatching.StrategyDirect')
 class SequenceStrategyDirect(_Message):
     max_queue_delay_microseconds: UInt64 = 0
     minimum_slot_utilization: Float = 0.0
 
-# %% ../nbs/00_config_parser.ipynb #d76324d9
+# %% ../nbs/00_config_parser.ipynb #c6b82236
 @_message('inference.ModelSequenceBatching.StrategyOldest')
 class SequenceStrategyOldest(_Message):
     max_candidate_sequences: Int32 = 0
@@ -334,7 +334,7 @@ class SequenceStrategyOldest(_Message):
     max_queue_delay_microseconds: UInt64 = 0
     preserve_ordering: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #d3539adc
+# %% ../nbs/00_config_parser.ipynb #f93ee5a2
 @_message('inference.ModelSequenceBatching', strategy_choice=('direct', 'oldest'))
 class ModelSequenceBatching(_Message):
     "Keep each sequence (correlation id) on one instance; deliver control tensors."
@@ -345,7 +345,7 @@ class ModelSequenceBatching(_Message):
     state: list[SequenceState] = field(default_factory=list)
     iterative_sequence: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #ab14283d
+# %% ../nbs/00_config_parser.ipynb #d7c31eed
 @_message('inference.ModelEnsembling.Step')
 class EnsembleStep(_Message):
     "One model run inside an ensemble: its inputs and outputs mapped to ensemble tensors."
@@ -355,19 +355,19 @@ class EnsembleStep(_Message):
     output_map: dict[str, str] = field(default_factory=dict)
     model_namespace: str = ''
 
-# %% ../nbs/00_config_parser.ipynb #afb140ca
+# %% ../nbs/00_config_parser.ipynb #69d0583e
 @_message('inference.ModelEnsembling')
 class ModelEnsembling(_Message):
     "The steps of an ensemble, in any order (Triton runs each step when its inputs are ready)."
     step: list[EnsembleStep] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #b3f77f10
+# %% ../nbs/00_config_parser.ipynb #5bbaa65d
 @_message('inference.ModelParameter')
 class ModelParameter(_Message):
     "A free-form parameter; the Python backend passes them to `model.py` untouched."
     string_value: str = ''
 
-# %% ../nbs/00_config_parser.ipynb #dc1b3b0d
+# %% ../nbs/00_config_parser.ipynb #9014f72e
 @_message('inference.ModelWarmup.Input', input_data_type=('zero_data', 'random_data', 'input_data_file'))
 class WarmupInput(_Message):
     data_type: DataType = 'TYPE_INVALID'
@@ -376,7 +376,7 @@ class WarmupInput(_Message):
     random_data: bool | None = None
     input_data_file: str | None = None
 
-# %% ../nbs/00_config_parser.ipynb #596ad15a
+# %% ../nbs/00_config_parser.ipynb #b8cd608c
 @_message('inference.ModelWarmup')
 class ModelWarmup(_Message):
     "A request Triton sends to each instance while loading, `count` times."
@@ -385,34 +385,34 @@ class ModelWarmup(_Message):
     inputs: dict[str, WarmupInput] = field(default_factory=dict)
     count: UInt32 = 0
 
-# %% ../nbs/00_config_parser.ipynb #00af34bb
+# %% ../nbs/00_config_parser.ipynb #687df18b
 @_message('inference.ModelOperations')
 class ModelOperations(_Message):
     op_library_filename: list[str] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #2c2c6cab
+# %% ../nbs/00_config_parser.ipynb #ddbeb92e
 @_message('inference.ModelTransactionPolicy')
 class ModelTransactionPolicy(_Message):
     "`decoupled`: the model may send any number of responses per request."
     decoupled: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #b539594e
+# %% ../nbs/00_config_parser.ipynb #a8ae3e6e
 @_message('inference.ModelRepositoryAgents.Agent')
 class RepositoryAgent(_Message):
     name: str = ''
     parameters: dict[str, str] = field(default_factory=dict)
 
-# %% ../nbs/00_config_parser.ipynb #3cf07614
+# %% ../nbs/00_config_parser.ipynb #2bfaa56c
 @_message('inference.ModelRepositoryAgents')
 class ModelRepositoryAgents(_Message):
     agents: list[RepositoryAgent] = field(default_factory=list)
 
-# %% ../nbs/00_config_parser.ipynb #9c80e315
+# %% ../nbs/00_config_parser.ipynb #dbc66b24
 @_message('inference.ModelResponseCache')
 class ModelResponseCache(_Message):
     enable: bool = False
 
-# %% ../nbs/00_config_parser.ipynb #d569af82
+# %% ../nbs/00_config_parser.ipynb #8670bb20
 @_message('inference.ModelConfig', scheduling_choice=('dynamic_batching', 'sequence_batching', 'ensemble_scheduling'))
 class ModelConfig(_Message):
     "A model's configuration: the parsed config.pbtxt, field for field as in model_config.proto (Triton 2.51)."
@@ -441,7 +441,7 @@ class ModelConfig(_Message):
     model_repository_agents: ModelRepositoryAgents | None = None
     response_cache: ModelResponseCache | None = None
 
-# %% ../nbs/00_config_parser.ipynb #3db31a5c
+# %% ../nbs/00_config_parser.ipynb #9c33dd05
 @dataclass
 class _Field:
     "How one proto field is typed, read from a dataclass annotation."
@@ -455,7 +455,7 @@ class _Field:
     oneof: str | None = None
     presence: bool = False     # messages and oneof members remember whether they were set
 
-# %% ../nbs/00_config_parser.ipynb #24817b01
+# %% ../nbs/00_config_parser.ipynb #244bdea9
 def _scalar_of(tp):
     "(scalar kind, enum, message class) for one annotation."
     if get_origin(tp) is Annotated:
@@ -465,7 +465,7 @@ def _scalar_of(tp):
     if tp is str: return 'string', None, None
     return None, None, tp
 
-# %% ../nbs/00_config_parser.ipynb #d879d428
+# %% ../nbs/00_config_parser.ipynb #1fbbf7f0
 @cache
 def _fields_of(cls) -> dict:
     "Proto field name -> `_Field` for message class `cls`, in declaration order."
@@ -483,7 +483,7 @@ def _fields_of(cls) -> dict:
         out[info['name']] = _Field(oneof=oneof_of.get(f.name), **info)
     return out
 
-# %% ../nbs/00_config_parser.ipynb #ee74003f
+# %% ../nbs/00_config_parser.ipynb #4bf5cbfe
 @cache
 def _entry_fields(cls, field_name:str) -> tuple:
     "(proto name, fields) of the hidden entry message of map field `field_name` of `cls`."
@@ -493,20 +493,22 @@ def _entry_fields(cls, field_name:str) -> tuple:
     value = _Field('value', 'value', scalar=f.scalar, enum=f.enum, message=f.message, presence=f.message is not None)
     return name, {'key': key, 'value': value}
 
-# %% ../nbs/00_config_parser.ipynb #8dffaeac
+# %% ../nbs/00_config_parser.ipynb #81c80da7
 class ConfigError(Exception):
     "A model configuration Triton would refuse, with Triton's message and, for syntax errors, where it is."
     def __init__(self, message:str, *, path:str=None, line:int=None, column:int=None, stage:str='parse',
-                 code:str='Invalid argument', source_line:str=None, caret:int=None, errors:tuple=()):
+                 code:str='Invalid argument', source_line:str=None, caret:int=None, errors:tuple=(), field:str=None):
         message = message.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')  # printable, like Triton's log
         super().__init__(message)
         self.message, self.path, self.line, self.column, self.stage, self.code = message, path, line, column, stage, code
         self.source_line, self.caret = source_line, caret  # the offending line and the caret's display column
+        self.field = field  # for a syntax error inside a field's value: that field (`input.dims`)
         self.errors = list(errors) or ([(line, column, message)] if line is not None else [])
 
     def __str__(self):
         if self.line is None: return f'{self.path}: {self.message}' if self.path else self.message
         head = f'{self.path}:{self.line}:{self.column}: {self.message}'
+        if self.field: head += f' (in field {self.field})'
         return f'{head}\n    {self.source_line}\n    {" " * self.caret}^'
 
     def triton_log_message(self) -> str:
@@ -514,17 +516,17 @@ class ConfigError(Exception):
         if not self.errors: return self.message
         return '\n'.join(f'Error parsing text-format inference.ModelConfig: {l}:{c}: {m}' for l, c, m in self.errors)
 
-# %% ../nbs/00_config_parser.ipynb #121ecd8a
+# %% ../nbs/00_config_parser.ipynb #68d50c4b
 _IDENT, _INT, _FLOAT, _STRING, _SYMBOL, _END = 'identifier', 'integer', 'float', 'string', 'symbol', 'end'
 
-# %% ../nbs/00_config_parser.ipynb #30e48f02
+# %% ../nbs/00_config_parser.ipynb #6ca173ad
 class _Token:
     "One token: its type, its text exactly as written, and the byte offset where it starts."
     __slots__ = ('type', 'text', 'pos')
     def __init__(self, type, text, pos): self.type, self.text, self.pos = type, text, pos
     def __repr__(self): return f'{self.type}:{self.text!r}@{self.pos}'
 
-# %% ../nbs/00_config_parser.ipynb #369bbf81
+# %% ../nbs/00_config_parser.ipynb #44cc12bd
 _SKIP = re.compile(r'(?:[ \t\n\r\v\f]+|#[^\n\0]*)*')
 _FAST = re.compile(r'''(?P<i>[A-Za-z_][A-Za-z0-9_]*)
                      |(?P<n>[1-9][0-9]*|0)(?![0-9A-Za-z_.])
@@ -533,7 +535,7 @@ _FAST = re.compile(r'''(?P<i>[A-Za-z_][A-Za-z0-9_]*)
 _HEX, _OCT, _DIGITS = '0123456789abcdefABCDEF', '01234567', '0123456789'
 _LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_'
 
-# %% ../nbs/00_config_parser.ipynb #9ed14277
+# %% ../nbs/00_config_parser.ipynb #588e4498
 class _Tokenizer:
     "Protobuf's text tokenizer over `data` (bytes as latin-1 text); `current` is the lookahead token."
     def __init__(self, data:str):
@@ -551,7 +553,7 @@ class _Tokenizer:
         for ch in self.s[start:pos]: col = col + 8 - col % 8 if ch == '\t' else col + 1
         return line + 1, col + 1
 
-# %% ../nbs/00_config_parser.ipynb #76f3bb55
+# %% ../nbs/00_config_parser.ipynb #d526f958
 def _next(self:_Tokenizer) -> _Token:
     "Advance to the next token (protobuf's `Tokenizer::Next`)."
     s, n = self.s, len(self.s)
@@ -575,7 +577,7 @@ def _next(self:_Tokenizer) -> _Token:
 
 _Tokenizer.next = _next
 
-# %% ../nbs/00_config_parser.ipynb #7f8d0dcf
+# %% ../nbs/00_config_parser.ipynb #8194ba06
 def _slow_token(self:_Tokenizer, i:int) -> str:
     "Consume the token starting at `i` that `_FAST` did not match; return its type."
     s, c = self.s, self.s[i]
@@ -593,7 +595,7 @@ def _slow_token(self:_Tokenizer, i:int) -> str:
 
 _Tokenizer._slow_token = _slow_token
 
-# %% ../nbs/00_config_parser.ipynb #3081773d
+# %% ../nbs/00_config_parser.ipynb #c3a3977e
 def _number(self:_Tokenizer, i:int, zero:bool, dot:bool) -> str:
     "Consume the rest of a number (protobuf's `ConsumeNumber`); `i` is just past its first character."
     s, n = self.s, len(self.s)
@@ -628,7 +630,7 @@ def _number(self:_Tokenizer, i:int, zero:bool, dot:bool) -> str:
 
 _Tokenizer._number = _number
 
-# %% ../nbs/00_config_parser.ipynb #aed53987
+# %% ../nbs/00_config_parser.ipynb #ee6ab64c
 def _string(self:_Tokenizer, i:int, quote:str) -> int:
     "Consume a string body after its opening quote (protobuf's `ConsumeString`); return the end offset."
     s, n = self.s, len(self.s)
@@ -652,7 +654,7 @@ def _string(self:_Tokenizer, i:int, quote:str) -> int:
 
 _Tokenizer._string = _string
 
-# %% ../nbs/00_config_parser.ipynb #0b525ac8
+# %% ../nbs/00_config_parser.ipynb #f4a87b99
 def _unicode_escape(self:_Tokenizer, i:int, u:str) -> int:
     "Check the digits of a `\\uXXXX` / `\\U00XXXXXX` escape, as protobuf's tokenizer does."
     s = self.s
@@ -667,10 +669,10 @@ def _unicode_escape(self:_Tokenizer, i:int, u:str) -> int:
 
 _Tokenizer._unicode_escape = _unicode_escape
 
-# %% ../nbs/00_config_parser.ipynb #71d27419
+# %% ../nbs/00_config_parser.ipynb #71c3d4e9
 _ESCAPES = {'a': 7, 'b': 8, 'f': 12, 'n': 10, 'r': 13, 't': 9, 'v': 11, '\\': 92, '?': 63, "'": 39, '"': 34}
 
-# %% ../nbs/00_config_parser.ipynb #dc656b99
+# %% ../nbs/00_config_parser.ipynb #2bac5fcc
 def _unescape(text:str) -> bytes:
     "The bytes a string token (quotes included, latin-1 text) stands for."
     out, i, body = bytearray(), 1, text[:-1] if len(text) > 1 and text[-1] == text[0] else text
@@ -690,7 +692,7 @@ def _unescape(text:str) -> bytes:
         else: out.append(_ESCAPES.get(e, ord(e) & 0xFF))
     return bytes(out)
 
-# %% ../nbs/00_config_parser.ipynb #78c78502
+# %% ../nbs/00_config_parser.ipynb #82a3b159
 def _unicode_append(body:str, i:int, u:str, out:bytearray) -> int:
     "Append the UTF-8 bytes of the `\\u`/`\\U` escape whose digits start at `i`; return the next index."
     n = 4 if u == 'u' else 8
@@ -705,20 +707,22 @@ def _unicode_append(body:str, i:int, u:str, out:bytearray) -> int:
     out += chr(cp).encode('utf-8', 'surrogatepass') if cp < 0x110000 else b'?'
     return i
 
-# %% ../nbs/00_config_parser.ipynb #57b11b1e
+# %% ../nbs/00_config_parser.ipynb #1d50e4dd
 class _ParseStop(Exception):
     "Unwinds the parser after its first error (protobuf stops there too)."
 
-# %% ../nbs/00_config_parser.ipynb #ef50fed6
+# %% ../nbs/00_config_parser.ipynb #69d8ffc0
 class _Parser:
     "Protobuf's text-format parser for one config.pbtxt, building model_config dataclasses."
     def __init__(self, data:str):
         self.tok = _Tokenizer(data)
         self.tok.next()
+        self.path, self.field = [], None  # fields being read (`input`, `dims`), and where the error happened
 
-    def error(self, msg:str, pos:int=None):
+    def error(self, msg:str):
         "Record a parse error at the current token and stop."
-        self.tok.error(self.tok.current.pos if pos is None else pos, msg)
+        self.tok.error(self.tok.current.pos, msg)
+        self.field = '.'.join(self.path) or None
         raise _ParseStop()
 
     def looking_at(self, text:str) -> bool: return self.tok.current.text == text
@@ -731,14 +735,14 @@ class _Parser:
     def consume(self, text:str):
         if not self.try_consume(text): self.error(f'Expected "{text}", found "{self.tok.current.text}".')
 
-# %% ../nbs/00_config_parser.ipynb #4d78d183
+# %% ../nbs/00_config_parser.ipynb #40c3c68f
 def _consume_identifier(self:_Parser) -> str:
     t = self.tok.current
     if t.type != _IDENT: self.error(f'Expected identifier, got: {t.text}')
     self.tok.next()
     return t.text
 
-# %% ../nbs/00_config_parser.ipynb #d01b4e77
+# %% ../nbs/00_config_parser.ipynb #1459e704
 def _consume_integer(self:_Parser, max_value:int) -> int:
     "An unsigned integer token no larger than `max_value` (decimal, octal or hex)."
     t = self.tok.current
@@ -748,7 +752,7 @@ def _consume_integer(self:_Parser, max_value:int) -> int:
     self.tok.next()
     return v
 
-# %% ../nbs/00_config_parser.ipynb #9fedbe16
+# %% ../nbs/00_config_parser.ipynb #14f8d1b0
 def _consume_signed(self:_Parser, max_value:int) -> int:
     "An optional `-` then an integer; the negative side allows one more (two's complement)."
     neg = self.try_consume('-')
@@ -758,7 +762,7 @@ def _consume_signed(self:_Parser, max_value:int) -> int:
 _Parser._consume_identifier, _Parser._consume_integer, _Parser._consume_signed = \
     _consume_identifier, _consume_integer, _consume_signed
 
-# %% ../nbs/00_config_parser.ipynb #8f8a08d9
+# %% ../nbs/00_config_parser.ipynb #0bf00631
 def _parse_integer(text:str, max_value:int):
     "Protobuf's `Tokenizer::ParseInteger`: value of an integer token, or None if invalid or above `max_value`."
     base, digits = (16, text[2:]) if text[:2] in ('0x', '0X') else (8, text) if text.startswith('0') else (10, text)
@@ -770,20 +774,20 @@ def _parse_integer(text:str, max_value:int):
         if result > max_value: return None
     return result
 
-# %% ../nbs/00_config_parser.ipynb #5bda2252
+# %% ../nbs/00_config_parser.ipynb #83ad0587
 def _float32(x:float) -> float:
     "Round a double to the nearest float32 (out of range -> +/-inf, like protobuf's SafeDoubleToFloat)."
     if math.isnan(x) or math.isinf(x): return x
     if abs(x) > 3.4028234663852886e38: return math.copysign(math.inf, x)
     return struct.unpack('f', struct.pack('f', x))[0]
 
-# %% ../nbs/00_config_parser.ipynb #7ec716ef
+# %% ../nbs/00_config_parser.ipynb #765c59ca
 def _parse_float_text(text:str) -> float:
     "Value of a float token (`1.5f`, `.5`, `1e3`; a dangling `1e` reads as `1` like strtod)."
     m = re.match(r'[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?', text.rstrip('fF'))
     return float(m.group(0)) if m and m.group(0) not in ('', '.') else 0.0
 
-# %% ../nbs/00_config_parser.ipynb #99e0dd33
+# %% ../nbs/00_config_parser.ipynb #a7d1672c
 def _consume_double(self:_Parser) -> float:
     neg, t = self.try_consume('-'), self.tok.current
     if t.type == _INT:
@@ -800,7 +804,7 @@ def _consume_double(self:_Parser) -> float:
 
 _Parser._consume_double = _consume_double
 
-# %% ../nbs/00_config_parser.ipynb #0e313b30
+# %% ../nbs/00_config_parser.ipynb #b8799362
 def _consume_string(self:_Parser) -> str:
     t = self.tok.current
     if t.type != _STRING: self.error(f'Expected string, got: {t.text}')
@@ -812,10 +816,10 @@ def _consume_string(self:_Parser) -> str:
 
 _Parser._consume_string = _consume_string
 
-# %% ../nbs/00_config_parser.ipynb #6e1ef954
+# %% ../nbs/00_config_parser.ipynb #7a839d49
 _LIMITS = {'int32': 2**31 - 1, 'int64': 2**63 - 1, 'uint32': 2**32 - 1, 'uint64': 2**64 - 1}
 
-# %% ../nbs/00_config_parser.ipynb #3047dcb6
+# %% ../nbs/00_config_parser.ipynb #feabb507
 def _consume_value(self:_Parser, f:_Field):
     "The value of scalar field `f` at the current token."
     kind = f.scalar
@@ -828,7 +832,7 @@ def _consume_value(self:_Parser, f:_Field):
 
 _Parser._consume_value = _consume_value
 
-# %% ../nbs/00_config_parser.ipynb #9aca0333
+# %% ../nbs/00_config_parser.ipynb #8f121f7d
 def _consume_bool(self:_Parser, f:_Field) -> bool:
     if self.tok.current.type == _INT: return bool(self._consume_integer(1))
     name = self._consume_identifier()
@@ -836,7 +840,7 @@ def _consume_bool(self:_Parser, f:_Field) -> bool:
     if name in ('false', 'False', 'f'): return False
     self.error(f'Invalid value for boolean field "{f.name}". Value: "{name}".')
 
-# %% ../nbs/00_config_parser.ipynb #996a6188
+# %% ../nbs/00_config_parser.ipynb #9de81515
 def _consume_enum(self:_Parser, f:_Field):
     t = self.tok.current
     if t.type == _IDENT:
@@ -848,7 +852,7 @@ def _consume_enum(self:_Parser, f:_Field):
 
 _Parser._consume_bool, _Parser._consume_enum = _consume_bool, _consume_enum
 
-# %% ../nbs/00_config_parser.ipynb #7b612261
+# %% ../nbs/00_config_parser.ipynb #eaf54a52
 def _is_set(f:_Field, vals:dict) -> bool:
     "Protobuf's HasField for `f` given the values read so far."
     if f.name not in vals: return False
@@ -857,7 +861,7 @@ def _is_set(f:_Field, vals:dict) -> bool:
     if f.enum is not None: return f.enum.values.get(v, v) != 0
     return v not in (0, '', False)
 
-# %% ../nbs/00_config_parser.ipynb #cfaa04ff
+# %% ../nbs/00_config_parser.ipynb #bf035a29
 def _consume_extension(self:_Parser, proto:str):
     "`[pkg.name]: ...` names an extension; ModelConfig has none, so this always fails, with protobuf's message."
     name = self._consume_identifier()
@@ -867,7 +871,7 @@ def _consume_extension(self:_Parser, proto:str):
 
 _Parser._consume_extension = _consume_extension
 
-# %% ../nbs/00_config_parser.ipynb #7419d66b
+# %% ../nbs/00_config_parser.ipynb #d9c17b7e
 def _consume_field(self:_Parser, proto:str, flds:dict, vals:dict, owner=None):
     "Read one `name: value` of a message whose fields are `flds` into `vals` (protobuf's ConsumeField)."
     if self.try_consume('['): self._consume_extension(proto)
@@ -879,6 +883,7 @@ def _consume_field(self:_Parser, proto:str, flds:dict, vals:dict, owner=None):
         other = next((o for o in owner._oneofs[f.oneof] if o in vals), None)
         if other is not None:
             self.error(f'Field "{name}" is specified along with field "{other}", another member of oneof "{f.oneof}".')
+    self.path.append(name)
     if f.scalar is None or f.map_key is not None: self.try_consume(':')  # messages (map entries too)
     else: self.consume(':')
     if f.repeated and self.try_consume('['):
@@ -888,11 +893,12 @@ def _consume_field(self:_Parser, proto:str, flds:dict, vals:dict, owner=None):
                 if self.try_consume(']'): break
                 self.consume(',')
     else: self._consume_one(f, vals, owner)
+    self.path.pop()
     self.try_consume(';') or self.try_consume(',')
 
 _Parser._consume_field = _consume_field
 
-# %% ../nbs/00_config_parser.ipynb #25b6ca20
+# %% ../nbs/00_config_parser.ipynb #e07bc965
 def _consume_one(self:_Parser, f:_Field, vals:dict, owner):
     if f.map_key is not None:
         proto, flds = _entry_fields(owner, f.name)
@@ -908,7 +914,7 @@ def _consume_one(self:_Parser, f:_Field, vals:dict, owner):
 
 _Parser._consume_one = _consume_one
 
-# %% ../nbs/00_config_parser.ipynb #7724124d
+# %% ../nbs/00_config_parser.ipynb #80c52742
 def _consume_message(self:_Parser, proto:str, flds:dict, cls):
     "A message in `{ }` or `< >`; returns the built dataclass (or the raw dict for a map entry, `cls` None)."
     delimiter = '>' if self.try_consume('<') else None
@@ -922,13 +928,13 @@ def _consume_message(self:_Parser, proto:str, flds:dict, cls):
 
 _Parser._consume_message = _consume_message
 
-# %% ../nbs/00_config_parser.ipynb #cf3ad302
+# %% ../nbs/00_config_parser.ipynb #d8dee11e
 def _build(cls, vals:dict):
     "Instantiate message `cls` from proto-name -> value pairs."
     flds = _fields_of(cls)
     return cls(**{flds[k].attr: v for k, v in vals.items()})
 
-# %% ../nbs/00_config_parser.ipynb #9e54f515
+# %% ../nbs/00_config_parser.ipynb #69b496ae
 def _parse(data:str, path:str):
     "Parse config.pbtxt text (latin-1 view of its bytes) into a ModelConfig, or raise ConfigError."
     p = _Parser(data)
@@ -936,16 +942,16 @@ def _parse(data:str, path:str):
     try:
         while p.tok.current.type != _END: p._consume_field(ModelConfig._proto, _fields_of(ModelConfig), vals, ModelConfig)
     except _ParseStop: pass
-    if p.tok.errors: raise _syntax_error(p.tok, path)
+    if p.tok.errors: raise _syntax_error(p.tok, path, p.field if len(p.tok.errors) == 1 else None)
     return _build(ModelConfig, vals)
 
-# %% ../nbs/00_config_parser.ipynb #2ca4963f
+# %% ../nbs/00_config_parser.ipynb #1e97f19c
 def _shown(text:str) -> str:
     "A message built from latin-1 token text, as the UTF-8 text Triton's log shows (bad bytes as U+FFFD)."
     return text.encode('latin-1', 'replace').decode('utf-8', 'replace')
 
-# %% ../nbs/00_config_parser.ipynb #b38b29dd
-def _syntax_error(tok:_Tokenizer, path:str) -> ConfigError:
+# %% ../nbs/00_config_parser.ipynb #956de255
+def _syntax_error(tok:_Tokenizer, path:str, field:str=None) -> ConfigError:
     "A ConfigError for the tokenizer's/parser's errors: first one as the message, with its source line and caret."
     errors = [(*tok.where(pos), _shown(msg)) for pos, msg in tok.errors]
     line, col, msg = errors[0]
@@ -956,9 +962,9 @@ def _syntax_error(tok:_Tokenizer, path:str) -> ConfigError:
         c = c + 8 - c % 8 if ch == '\t' else c + 1
         if not 0x80 <= ord(ch) < 0xC0: caret = caret + 8 - caret % 8 if ch == '\t' else caret + 1
     shown = text.encode('latin-1').decode('utf-8', 'replace').expandtabs(8).rstrip('\r')
-    return ConfigError(msg, path=path, line=line, column=col, source_line=shown, caret=caret, errors=errors)
+    return ConfigError(msg, path=path, line=line, column=col, source_line=shown, caret=caret, errors=errors, field=field)
 
-# %% ../nbs/00_config_parser.ipynb #c93a5857
+# %% ../nbs/00_config_parser.ipynb #b042e1b6
 def parse_config(
     text:str|bytes,            # The content of a config.pbtxt
     path:str='config.pbtxt',   # Shown in error messages
@@ -967,22 +973,22 @@ def parse_config(
     data = text if isinstance(text, bytes) else text.encode('utf-8')
     return _parse(data.decode('latin-1'), path)
 
-# %% ../nbs/00_config_parser.ipynb #2eff9156
+# %% ../nbs/00_config_parser.ipynb #c32de2e9
 class ConfigParser:
     "Parse config.pbtxt text or files into `ModelConfig` (see `parse_config`)."
     def parse(self, text:str|bytes, path:str='config.pbtxt') -> ModelConfig: return parse_config(text, path)
     def parse_file(self, path) -> ModelConfig: return parse_config(Path(path).read_bytes(), str(path))
 
-# %% ../nbs/00_config_parser.ipynb #7f9aa360
+# %% ../nbs/00_config_parser.ipynb #ab824d77
 def _is_utf8(s:str) -> bool:
     try: s.encode('utf-8')
     except UnicodeEncodeError: return False
     return True
 
-# %% ../nbs/00_config_parser.ipynb #11f338fe
+# %% ../nbs/00_config_parser.ipynb #740aa3ef
 _JSON_STRING_INT64 = {(SequenceInitialState, 'dims'), (CudaGraphShape, 'dim'), (SecondaryDevice, 'device_id')}
 
-# %% ../nbs/00_config_parser.ipynb #2530c901
+# %% ../nbs/00_config_parser.ipynb #162ce5a2
 def _json_float(x:float):
     "A float32 field the way Triton's JSON shows it: int if protobuf printed no '.', 'e'; else a float; or a string."
     if math.isnan(x): return 'NaN'
@@ -991,14 +997,14 @@ def _json_float(x:float):
     if _float32(float(s)) != x: s = '%.9g' % x
     return int(s) if re.fullmatch(r'-?\d+', s) else float(s)
 
-# %% ../nbs/00_config_parser.ipynb #5bfc668f
+# %% ../nbs/00_config_parser.ipynb #6a2906a2
 def _json_scalar(f:_Field, v, cls):
     if f.scalar == 'float': return _json_float(v)
     if f.scalar == 'string' and not v.isascii() and not _is_utf8(v): return ''  # Triton's JSON cannot print these bytes
     if f.scalar in ('int64', 'uint64') and (cls, f.attr) in _JSON_STRING_INT64: return str(v)
     return v
 
-# %% ../nbs/00_config_parser.ipynb #f3727cfa
+# %% ../nbs/00_config_parser.ipynb #2b4f75d2
 def _to_dict(msg:_Message) -> dict:
     "Triton's JSON view of `msg` as Python values."
     cls, out, late = type(msg), {}, {}
@@ -1013,14 +1019,14 @@ def _to_dict(msg:_Message) -> dict:
         (late if f.oneof is not None and f.message is None else out)[f.name] = v
     return out | late
 
-# %% ../nbs/00_config_parser.ipynb #7d2aa381
+# %% ../nbs/00_config_parser.ipynb #6afd5c61
 _JSON_ESCAPES = {'"': '\\"', '\\': '\\\\', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
-# %% ../nbs/00_config_parser.ipynb #8fd18d10
+# %% ../nbs/00_config_parser.ipynb #c9b006ad
 def _json_str(s:str) -> str:
     return '"' + ''.join(_JSON_ESCAPES.get(c) or (f'\\u{ord(c):04X}' if c < ' ' else c) for c in s) + '"'
 
-# %% ../nbs/00_config_parser.ipynb #00087b4d
+# %% ../nbs/00_config_parser.ipynb #0b2b045e
 def _json_double(x:float) -> str:
     "rapidjson's `Writer::Double`: shortest digits, then its 'Prettify' layout."
     if x == 0: return '-0.0' if math.copysign(1, x) < 0 else '0.0'
@@ -1033,7 +1039,7 @@ def _json_double(x:float) -> str:
     mantissa = digits if len(digits) == 1 else f'{digits[0]}.{digits[1:]}'
     return f'{sign}{mantissa}e{kk - 1}'
 
-# %% ../nbs/00_config_parser.ipynb #85b32094
+# %% ../nbs/00_config_parser.ipynb #82f311f8
 def _shortest(x:float) -> tuple:
     "(significant digits, decimal exponent of the first digit) of repr(x)."
     m, e = ('%r' % x).split('e') if 'e' in repr(x) else (repr(x), '0')
@@ -1042,7 +1048,7 @@ def _shortest(x:float) -> tuple:
     exp = int(e) + len(whole) - 1 - (len(whole + frac) - len((whole + frac).lstrip('0')))
     return digits.rstrip('0') or '0', exp
 
-# %% ../nbs/00_config_parser.ipynb #5f60987f
+# %% ../nbs/00_config_parser.ipynb #ef90f04a
 def _dump_json(v) -> str:
     "Compact JSON text the way Triton writes it."
     if isinstance(v, dict): return '{' + ','.join(f'{_json_str(k)}:{_dump_json(x)}' for k, x in v.items()) + '}'
@@ -1052,22 +1058,22 @@ def _dump_json(v) -> str:
     if isinstance(v, float): return _json_double(v)
     return str(v)
 
-# %% ../nbs/00_config_parser.ipynb #865fc2ad
+# %% ../nbs/00_config_parser.ipynb #f9542ad1
 def _loads_json(s:str|bytes):
     try: return json.loads(s)
     except (ValueError, TypeError) as e: raise ConfigError(f'Unexpected token. {e}', stage='poll') from None
 
-# %% ../nbs/00_config_parser.ipynb #89304d24
+# %% ../nbs/00_config_parser.ipynb #0a6f3397
 def _json_name(name:str) -> str:
     "Protobuf's JSON name of a field: lowerCamelCase."
     head, *rest = name.split('_')
     return head + ''.join(p[:1].upper() + p[1:] for p in rest)
 
-# %% ../nbs/00_config_parser.ipynb #5954e450
+# %% ../nbs/00_config_parser.ipynb #bdd9fb04
 _TYPE_NAMES = {'int32': 'TYPE_INT32', 'int64': 'TYPE_INT64', 'uint32': 'TYPE_UINT32', 'uint64': 'TYPE_UINT64',
                'float': 'TYPE_FLOAT', 'bool': 'TYPE_BOOL', 'string': 'TYPE_STRING'}
 
-# %% ../nbs/00_config_parser.ipynb #ef82546b
+# %% ../nbs/00_config_parser.ipynb #6ed958b8
 def _from_dict(cls, d, path:str):
     "Build message `cls` from parsed JSON `d`; `path` locates it in error messages (`input[0].dims`)."
     if not isinstance(d, dict):
@@ -1089,7 +1095,7 @@ def _from_dict(cls, d, path:str):
         vals[f.name] = _json_field(cls, f, v, where)
     return _build(cls, vals)
 
-# %% ../nbs/00_config_parser.ipynb #1e45c45e
+# %% ../nbs/00_config_parser.ipynb #4f77d71f
 def _json_field(cls, f:_Field, v, where:str):
     "The value of field `f` from JSON value `v`."
     if f.map_key is not None:
@@ -1103,7 +1109,7 @@ def _json_field(cls, f:_Field, v, where:str):
         return [one(x, f'{where}[{i}]') for i, x in enumerate(v)]
     return one(v, where)
 
-# %% ../nbs/00_config_parser.ipynb #04ae91e5
+# %% ../nbs/00_config_parser.ipynb #6b902b7d
 def _json_scalar_in(kind:str, enum:ProtoEnum, v, where:str):
     "One scalar from JSON, as protobuf's JSON parser accepts it."
     bad = lambda: ConfigError(f'({where}): invalid value {json.dumps(v)} for type '
@@ -1124,14 +1130,14 @@ def _json_scalar_in(kind:str, enum:ProtoEnum, v, where:str):
     if kind == 'float': return _json_float_in(v, bad)
     return _json_int_in(kind, v, bad)
 
-# %% ../nbs/00_config_parser.ipynb #7aafe8ad
+# %% ../nbs/00_config_parser.ipynb #4bcef26b
 def _json_float_in(v, bad):
     if isinstance(v, (int, float)) and not isinstance(v, bool): return _float32(float(v))
     if v in ('NaN', 'Infinity', '-Infinity'): return float(v.replace('Infinity', 'inf'))
     try: return _float32(float(v)) if isinstance(v, str) else _raise(bad())
     except ValueError: raise bad() from None
 
-# %% ../nbs/00_config_parser.ipynb #bf2aed40
+# %% ../nbs/00_config_parser.ipynb #28b45fcf
 def _json_int_in(kind, v, bad):
     if isinstance(v, bool): raise bad()
     if isinstance(v, float) and v.is_integer(): v = int(v)
@@ -1141,17 +1147,17 @@ def _json_int_in(kind, v, bad):
     if not low <= v <= _LIMITS[kind]: raise bad()
     return v
 
-# %% ../nbs/00_config_parser.ipynb #80d3fffe
+# %% ../nbs/00_config_parser.ipynb #377525c8
 def _raise(e): raise e
 
-# %% ../nbs/00_config_parser.ipynb #44b6a16c
+# %% ../nbs/00_config_parser.ipynb #28838b6e
 _PLATFORM_BACKENDS = {'tensorrt_plan': 'tensorrt', 'onnxruntime_onnx': 'onnxruntime', 'pytorch_libtorch': 'pytorch',
                       'tensorflow_savedmodel': 'tensorflow', 'tensorflow_graphdef': 'tensorflow'}
 _BACKEND_FILES = {'tensorrt': 'model.plan', 'onnxruntime': 'model.onnx', 'openvino': 'model.xml',
                   'pytorch': 'model.pt', 'python': 'model.py'}
 _BACKEND_PLATFORMS = {'tensorrt': 'tensorrt_plan', 'onnxruntime': 'onnxruntime_onnx', 'pytorch': 'pytorch_libtorch'}
 
-# %% ../nbs/00_config_parser.ipynb #100387c7
+# %% ../nbs/00_config_parser.ipynb #df7881ed
 def _complete_backend(c:ModelConfig, model_name:str, detected:str|None):
     "Fill `backend`, `platform` and `default_model_filename` like Triton's AutoCompleteBackendFields."
     if not c.platform and c.backend in ('', 'tensorflow'):
@@ -1175,7 +1181,7 @@ def _complete_backend(c:ModelConfig, model_name:str, detected:str|None):
         c.backend = model_name.split('.', 1)[1]
         c.default_model_filename = 'model.' + c.backend
 
-# %% ../nbs/00_config_parser.ipynb #1eaf1da1
+# %% ../nbs/00_config_parser.ipynb #6c58991b
 def _normalize(c:ModelConfig):
     "Triton's NormalizeModelConfig: version policy, batching and optimization defaults."
     if c.version_policy is None: c.version_policy = ModelVersionPolicy(latest=VersionPolicyLatest(num_versions=1))
@@ -1191,7 +1197,7 @@ def _normalize(c:ModelConfig):
         for side in ('input_pinned_memory', 'output_pinned_memory'):
             if getattr(c.optimization, side) is None: setattr(c.optimization, side, PinnedMemoryBuffer(enable=True))
 
-# %% ../nbs/00_config_parser.ipynb #2be4eb1d
+# %% ../nbs/00_config_parser.ipynb #fe6bfcfb
 def _normalize_instance_groups(c:ModelConfig):
     "Triton's NormalizeInstanceGroup on a machine without GPUs."
     if c.ensemble_scheduling is not None: return
@@ -1201,7 +1207,7 @@ def _normalize_instance_groups(c:ModelConfig):
         if g.kind == 'KIND_AUTO': g.kind = 'KIND_CPU'
         if g.count < 1: g.count = 2 if g.kind == 'KIND_CPU' and c.backend in ('onnxruntime', 'tensorflow') else 1
 
-# %% ../nbs/00_config_parser.ipynb #8ab3a5e5
+# %% ../nbs/00_config_parser.ipynb #b26ec7a2
 def autofill_config(
     cfg:ModelConfig,                   # As parsed; not modified
     model_name:str,                    # The model's directory name
@@ -1222,10 +1228,10 @@ def autofill_config(
         c.model_transaction_policy = ModelTransactionPolicy(decoupled=False)
     return c
 
-# %% ../nbs/00_config_parser.ipynb #502c578c
+# %% ../nbs/00_config_parser.ipynb #349e099a
 def _poll_error(msg:str): return ConfigError(msg, stage='poll')
 
-# %% ../nbs/00_config_parser.ipynb #8367613f
+# %% ../nbs/00_config_parser.ipynb #7270bdd1
 def _check_backend(c:ModelConfig, model_name:str):
     if not c.backend and not c.platform and not c.default_model_filename:
         raise _poll_error(f"Invalid model name: Could not determine backend for model '{model_name}' with no backend "
@@ -1240,7 +1246,7 @@ def _check_backend(c:ModelConfig, model_name:str):
     if c.backend in known and c.backend != platform_backend:
         raise _poll_error(f"unexpected 'platform' and 'backend' pair, got:{c.platform}, {c.backend}")
 
-# %% ../nbs/00_config_parser.ipynb #5cec20b8
+# %% ../nbs/00_config_parser.ipynb #2194723e
 def _check_batching(c:ModelConfig):
     if c.max_batch_size < 0: raise _poll_error(f"'max_batch_size' must be non-negative value for {c.name}")
     if c.version_policy is None: raise _poll_error(f"must specify 'version policy' for {c.name}")
@@ -1259,7 +1265,7 @@ def _check_batching(c:ModelConfig):
                                   f'{db.priority_levels}] for {c.name}')
     _check_ordering(c, db)
 
-# %% ../nbs/00_config_parser.ipynb #2ddeeacc
+# %% ../nbs/00_config_parser.ipynb #ba642209
 def _check_ordering(c:ModelConfig, db:ModelDynamicBatching):
     "`preserve_ordering` cannot be combined with priorities or a DELAY timeout."
     if not db.preserve_ordering: return
@@ -1269,7 +1275,7 @@ def _check_ordering(c:ModelConfig, db:ModelDynamicBatching):
     if any(p.default_timeout_microseconds != 0 and p.timeout_action == 'DELAY' for p in policies):
         raise _poll_error(f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {c.name}")
 
-# %% ../nbs/00_config_parser.ipynb #7a756e18
+# %% ../nbs/00_config_parser.ipynb #05da0dca
 def _check_controls(c:ModelConfig, kind:str):
     "Triton's Get{Boolean,Typed}SequenceControlProperties checks for one control kind."
     seen_tensors, seen = set(), None
@@ -1286,7 +1292,7 @@ def _check_controls(c:ModelConfig, kind:str):
             _check_control_values(c, kind, ctl)
     return seen
 
-# %% ../nbs/00_config_parser.ipynb #3a57dd27
+# %% ../nbs/00_config_parser.ipynb #b347fe35
 def _check_control_values(c:ModelConfig, kind:str, ctl:SequenceControl):
     lists = {'int32_false_true': ctl.int32_false_true, 'fp32_false_true': ctl.fp32_false_true,
              'bool_false_true': ctl.bool_false_true}
@@ -1302,7 +1308,7 @@ def _check_control_values(c:ModelConfig, kind:str, ctl:SequenceControl):
     if len(lists[given[0]]) != 2:
         raise _poll_error(f"sequence batching control '{given[0]}' must have exactly 2 entries for {kind} for {c.name}")
 
-# %% ../nbs/00_config_parser.ipynb #398a94e8
+# %% ../nbs/00_config_parser.ipynb #bb42e259
 def _check_sequence_batching(c:ModelConfig):
     sb = c.sequence_batching
     if sb is None: return
@@ -1321,7 +1327,7 @@ def _check_sequence_batching(c:ModelConfig):
     if sb.direct and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
         raise _poll_error(f'sequence batching minimum slot utilization must be in range (0.0, 1.0] for {c.name}')
 
-# %% ../nbs/00_config_parser.ipynb #fcd5f1d6
+# %% ../nbs/00_config_parser.ipynb #fd13bba9
 def _check_ensemble(c:ModelConfig):
     if c.ensemble_scheduling is None:
         if c.platform == 'ensemble':
@@ -1343,10 +1349,10 @@ def _check_ensemble(c:ModelConfig):
                                   f"'{c.name}' step {i}")
             written.add(tensor)
 
-# %% ../nbs/00_config_parser.ipynb #9f181872
+# %% ../nbs/00_config_parser.ipynb #80c2b0dc
 def _load_error(msg:str, code:str='Invalid argument'): return ConfigError(msg, stage='load', code=code)
 
-# %% ../nbs/00_config_parser.ipynb #39afadf1
+# %% ../nbs/00_config_parser.ipynb #8c7639c0
 def _check_instance_groups(c:ModelConfig):
     if c.ensemble_scheduling is not None: return
     if not c.instance_group: raise _load_error(f"must specify one or more 'instance group's for {c.name}")
@@ -1364,7 +1370,7 @@ def _check_instance_groups(c:ModelConfig):
             raise _load_error(f'{head} and platform {c.platform}specifies profile field which is only supported for '
                               'TensorRT models')
 
-# %% ../nbs/00_config_parser.ipynb #e1c76503
+# %% ../nbs/00_config_parser.ipynb #b888549b
 def _element_count(dims:list) -> int:
     "Number of elements, or -1 if any dimension is variable."
     n = 1
@@ -1373,7 +1379,7 @@ def _element_count(dims:list) -> int:
         n *= d
     return n
 
-# %% ../nbs/00_config_parser.ipynb #23806bbf
+# %% ../nbs/00_config_parser.ipynb #4382df4d
 def _chunks(dims:list) -> list:
     "Element counts of the runs between variable (-1) dimensions: [2, 4, -1, 6] -> [8, 6]."
     out, n = [], 1
@@ -1382,7 +1388,7 @@ def _chunks(dims:list) -> list:
         else: n *= d
     return out + [n]
 
-# %% ../nbs/00_config_parser.ipynb #9f74b239
+# %% ../nbs/00_config_parser.ipynb #4d95ec19
 def _check_io_shape(io, mbs:int, prefix:str):
     "Triton's ValidateIOShape for one input or output; `prefix` is 'model input ' or 'model output '."
     if not io.name: raise _load_error(f"{prefix}must specify 'name'")
@@ -1406,7 +1412,7 @@ def _check_io_shape(io, mbs:int, prefix:str):
             raise _load_error(f'{p}has different number of variable-size dimensions for dims and reshape')
         if a != b: raise _load_error(f'{p}has different size for dims and reshape')
 
-# %% ../nbs/00_config_parser.ipynb #81bb205d
+# %% ../nbs/00_config_parser.ipynb #3cc5b41c
 def _check_io(c:ModelConfig):
     "Triton's ValidateModelIOConfig; every message ends with ' for <model>'."
     try:
@@ -1422,13 +1428,13 @@ def _check_io(c:ModelConfig):
     except ConfigError as e:
         raise _load_error(f'{e.message} for {c.name}') from None
 
-# %% ../nbs/00_config_parser.ipynb #4806bbdd
+# %% ../nbs/00_config_parser.ipynb #8c2b7286
 def _check_trt_only(c:ModelConfig, io, side:str):
     if c.platform == 'tensorrt_plan': return
     if io.is_shape_tensor: raise _load_error('shape tensors are only supported for TensorRT platform')
     if io.is_non_linear_format_io: raise _load_error('Non-linear IO format is only supported for the TensorRT platform')
 
-# %% ../nbs/00_config_parser.ipynb #4a968ee4
+# %% ../nbs/00_config_parser.ipynb #d396fecf
 def _check_batch_io(c:ModelConfig):
     inputs, outputs = {i.name for i in c.input}, {o.name for o in c.output}
     for b in c.batch_input:
@@ -1447,7 +1453,7 @@ def _check_batch_io(c:ModelConfig):
             if t not in outputs: raise _load_error(f"unknown target output name '{t}'")
             if t in b.target_name[:i]: raise _load_error(f"target output name '{t}' can only be specified once")
 
-# %% ../nbs/00_config_parser.ipynb #cabcbd7b
+# %% ../nbs/00_config_parser.ipynb #d53dc999
 def validate_config(
     cfg:ModelConfig,            # An autofilled config (see `autofill_config`)
     model_dir_name:str=None,    # The model's directory; checked against `name` when given
