@@ -1,0 +1,308 @@
+#!/usr/bin/env python
+"""Throughput and latency of real Triton and triton-mini serving the same identity Python model.
+
+Each server runs alone, pinned (its whole process tree) to one core; wrk, pinned to another core, POSTs the
+JSON infer body of bench/repo/identity (FP32 [1,16], max_batch_size 8, one instance, no dynamic batching)
+for `--duration` seconds at each concurrency. Rounds are interleaved (Triton, mini, Triton, mini, ...) so slow
+drifts of a shared machine hit both; the table reports the median over rounds and the ratios mini / Triton.
+
+    python bench/run.py                                   # both, concurrency 1 8 64, 3 rounds of 10 s
+    python bench/run.py --only mini --concurrency 8 --rounds 2
+    python bench/run.py --only mini --profile 20          # py-spy triton-mini under load at concurrency 8
+
+Results (a markdown table, raw numbers, load average) go to bench/results/<date>.md; a profile to
+bench/results/<date>-profile.md. Needs `wrk` and `taskset` (Debian packages wrk, util-linux); the profile
+needs py-spy (pip). The oracle is $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton.
+"""
+from __future__ import annotations
+import argparse, collections, datetime, json, os, platform, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import urllib.error, urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
+MODEL = 'identity'
+DATA = [float(i) for i in range(16)]
+BODY = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, 16], 'datatype': 'FP32', 'data': DATA}]})
+NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini'}
+MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
+
+LUA = '''
+wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('BENCH {"requests": %%d, "duration_us": %%d, "p50_us": %%.1f, "p99_us": %%.1f, ' ..
+    '"mean_us": %%.1f, "non2xx": %%d, "socket_errors": %%d}\\n', summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), latency.mean, e.status, e.connect + e.read + e.write + e.timeout))
+end
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+def http(port:int, path:str, body:bytes|None=None, timeout:float=5) -> tuple:
+    req = urllib.request.Request(f'http://127.0.0.1:{port}{path}', data=body, method='POST' if body is not None else 'GET')
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r: return r.status, r.read()
+    except urllib.error.HTTPError as e: return e.code, e.read()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Servers
+
+def descendants(pid:int) -> list:
+    "pid and every process below it (from /proc)."
+    children = collections.defaultdict(list)
+    for p in Path('/proc').iterdir():
+        if not p.name.isdigit(): continue
+        try: ppid = int((p / 'stat').read_text().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError): continue
+        children[ppid].append(int(p.name))
+    out, todo = [], [pid]
+    while todo:
+        q = todo.pop(); out.append(q); todo += children.get(q, [])
+    return out
+
+def pin_tree(pid:int, core:int) -> tuple:
+    "Pin every thread of every process in the tree to `core` (they inherit it from taskset; this makes sure)."
+    procs = threads = 0
+    for p in descendants(pid):
+        procs += 1
+        for t in Path(f'/proc/{p}/task').glob('*'):
+            try: os.sched_setaffinity(int(t.name), {core}); threads += 1
+            except OSError: pass
+    return procs, threads
+
+class Server:
+    def __init__(self, kind:str, repo:Path, workdir:Path, core:int):
+        self.kind, self.port = kind, free_port()
+        metrics, grpc = free_port(), free_port()
+        if kind == 'triton':
+            argv = [ORACLE, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
+                    f'--metrics-port={metrics}']
+        else:
+            launcher = ['-m', 'triton_mini'] if MINI_LAUNCHER is None else [MINI_LAUNCHER]
+            argv = [sys.executable, *launcher, f'--model-repository={repo}', f'--http-port={self.port}',
+                    f'--metrics-port={metrics}', '--allow-grpc=false']
+        self.log = workdir / f'{kind}.log'
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        # cwd outside the checkout: the oracle's Python backend would import our triton_python_backend_utils.py
+        self.proc = subprocess.Popen(['taskset', '-c', str(core), *argv], cwd=workdir, env=env, start_new_session=True,
+                                     stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while True:
+            if self.proc.poll() is not None: raise RuntimeError(f'{kind} exited:\n{self.log.read_text()[-3000:]}')
+            try:
+                if http(self.port, f'/v2/models/{MODEL}/ready', timeout=1)[0] == 200: break
+            except OSError: pass
+            if time.monotonic() > deadline: self.stop(); raise RuntimeError(f'{kind} not ready:\n{self.log.read_text()[-3000:]}')
+            time.sleep(0.2)
+        self.pinned = pin_tree(self.proc.pid, core)
+        status, body = http(self.port, f'/v2/models/{MODEL}/infer', BODY.encode())
+        out = json.loads(body)['outputs'][0] if status == 200 else None
+        if out is None or out['data'] != DATA: self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try: self.proc.wait(40)
+            except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
+
+    def server_pid(self) -> int:
+        "The server process itself (below taskset's exec and the oracle's shell wrapper, which both exec)."
+        return self.proc.pid
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Load
+
+def wrk(port:int, concurrency:int, seconds:int, core:int, script:Path) -> dict:
+    cmd = ['taskset', '-c', str(core), 'wrk', '-t1', f'-c{concurrency}', f'-d{seconds}s', '--timeout', '10s',
+           '-s', str(script), f'http://127.0.0.1:{port}/v2/models/{MODEL}/infer']
+    load = os.getloadavg()[0]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next((l for l in out.splitlines() if l.startswith('BENCH ')), None)
+    if line is None: raise RuntimeError(f'wrk printed no summary:\n{out}')
+    r = json.loads(line[len('BENCH '):])
+    r['rps'] = r['requests'] / (r['duration_us'] / 1e6)
+    r['load'] = load
+    return r
+
+def run(args, work:Path, repo:Path, script:Path) -> dict:
+    results = collections.defaultdict(list)   # (kind, concurrency) -> [wrk result per round]
+    for rnd in range(1, args.rounds + 1):
+        for kind in args.only:
+            server = Server(kind, repo, work, args.server_core)
+            try:
+                print(f'round {rnd}/{args.rounds} {NAMES[kind]}: pinned {server.pinned[0]} processes / '
+                      f'{server.pinned[1]} threads to core {args.server_core}', flush=True)
+                wrk(server.port, 8, args.warmup, args.client_core, script)
+                for c in args.concurrency:
+                    r = wrk(server.port, c, args.duration, args.client_core, script)
+                    results[kind, c].append(r)
+                    print(f'  c={c:<3} {r["rps"]:9.0f} req/s  p50 {r["p50_us"] / 1000:7.2f} ms  p99 {r["p99_us"] / 1000:7.2f} ms'
+                          f'  errors {r["non2xx"] + r["socket_errors"]}  load {r["load"]:.2f}', flush=True)
+            finally: server.stop()
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Report
+
+def median(results, kind, c, key): return statistics.median(r[key] for r in results[kind, c])
+
+def report(args, results, load_before, load_after) -> str:
+    lines = [f'# Benchmark {datetime.datetime.now():%Y-%m-%d %H:%M}', '',
+             f'identity Python model, FP32 [1,16] JSON infer; each server pinned to core {args.server_core}, wrk (1 thread) '
+             f'to core {args.client_core}; {args.rounds} interleaved round(s) of {args.duration:g} s per concurrency after a '
+             f'{args.warmup:g} s warm-up; medians over rounds.', '',
+             f'Machine: {os.cpu_count()} cores, {cpu_model()}; load average (1 min) {load_before:.2f} before, '
+             f'{load_after:.2f} after; triton-mini at {git_rev()}.', '',
+             '| concurrency | server | req/s | p50 ms | p99 ms | errors | req/s per round |', '|---|---|---|---|---|---|---|']
+    for c in args.concurrency:
+        for kind in args.only:
+            rs = results[kind, c]
+            per_round = ', '.join(format(r['rps'], ',.0f') for r in rs)
+            lines.append(f'| {c} | {NAMES[kind]} | {median(results, kind, c, "rps"):,.0f} | '
+                         f'{median(results, kind, c, "p50_us") / 1000:.2f} | {median(results, kind, c, "p99_us") / 1000:.2f} | '
+                         f'{sum(r["non2xx"] + r["socket_errors"] for r in rs)} | {per_round} |')
+    if len(args.only) == 2:
+        lines += ['', '| concurrency | req/s mini / Triton | p50 mini / Triton | p99 mini / Triton |', '|---|---|---|---|']
+        for c in args.concurrency:
+            ratio = lambda key: median(results, 'mini', c, key) / median(results, 'triton', c, key)
+            lines.append(f'| {c} | {ratio("rps"):.3g}x | {ratio("p50_us"):.3g}x | {ratio("p99_us"):.3g}x |')
+    lines += ['', '<details><summary>raw wrk results</summary>', '', '```json',
+              json.dumps({f'{k} c={c}': v for (k, c), v in results.items()}, indent=1), '```', '</details>']
+    return '\n'.join(lines) + '\n'
+
+def cpu_model() -> str:
+    try: return next(l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name'))
+    except (OSError, StopIteration): return platform.processor() or 'unknown CPU'
+
+def git_rev() -> str:
+    try:
+        rev = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(['git', '-C', str(ROOT), 'status', '--porcelain', '--', 'triton_mini'], capture_output=True, text=True).stdout.strip()
+        return rev + (' (with uncommitted changes in triton_mini/)' if dirty else '')
+    except OSError: return 'unknown'
+
+def result_path(suffix:str='', ext:str='.md') -> Path:
+    "bench/results/<date><suffix>.md, numbered when that day already has one."
+    day = f'{datetime.date.today():%Y-%m-%d}'
+    for n in range(1, 1000):
+        p = HERE / 'results' / f'{day}{"" if n == 1 else f"-{n}"}{suffix}{ext}'
+        if not p.exists(): return p
+    raise RuntimeError('too many results today')
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Profile (py-spy on triton-mini under load)
+
+def profile(args, work:Path, repo:Path, script:Path) -> str:
+    "Two py-spy recordings of triton-mini under load at concurrency 8: every thread, then only GIL holders."
+    pyspy = shutil.which('py-spy') or str(Path(sys.executable).with_name('py-spy'))
+    server = Server('mini', repo, work, args.server_core)
+    raws = {'all': work / 'profile-all.txt', 'gil': work / 'profile-gil.txt'}
+    try:
+        wrk(server.port, 8, args.warmup, args.client_core, script)
+        load = subprocess.Popen(['taskset', '-c', str(args.client_core), 'wrk', '-t1', '-c8', f'-d{2 * args.profile + 4}s',
+                                 '--timeout', '10s', '-s', str(script), f'http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer'],
+                                stdout=subprocess.PIPE, text=True)
+        time.sleep(1)   # let wrk ramp up before sampling
+        for kind, raw in raws.items():
+            subprocess.run(['taskset', '-c', str(args.client_core), pyspy, 'record', '-p', str(server.server_pid()),
+                            '-d', str(args.profile), '-r', '200', '--nonblocking', '--threads', '-f', 'raw', '-o', str(raw),
+                            *(['--gil'] if kind == 'gil' else [])], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        out = load.communicate()[0]
+    finally: server.stop()
+    line = next((l for l in out.splitlines() if l.startswith('BENCH ')), '')
+    rps = json.loads(line[6:])['requests'] / (json.loads(line[6:])['duration_us'] / 1e6) if line else float('nan')
+    if not args.no_save:
+        for kind, raw in raws.items(): shutil.copy(raw, result_path(f'-profile-{kind}', '.stacks.tmp'))  # git-ignored
+    head = [f'# Profile of {NAMES["mini"]} under load ({datetime.datetime.now():%Y-%m-%d %H:%M})', '',
+            f'`py-spy record --nonblocking --threads -r 200` for {args.profile} s, twice (all threads; then `--gil`: only the '
+            f'thread holding the GIL), on the triton-mini process while wrk POSTs the identity infer body at concurrency 8 '
+            f'({rps:,.0f} req/s over both recordings); server on core {args.server_core}, wrk and py-spy on core '
+            f'{args.client_core}. Under uvloop the event loop itself is C: its samples show as `Runner.run` / `run` self time.', '']
+    return '\n'.join(head + summarize_profile(raws['all'].read_text(), 'All non-idle samples')
+                      + summarize_profile(raws['gil'].read_text(), 'Samples holding the GIL (Python CPU time)'))
+
+def summarize_profile(text:str, title:str, top:int=25) -> list:
+    "Tables of where the samples are: by thread, by file and by function (self and inclusive)."
+    stacks = []
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(' ')
+        if stack and n.isdigit(): stacks.append((stack.split(";"), int(n)))
+    total = sum(n for _, n in stacks) or 1
+    by_thread, self_t, incl, files = (collections.Counter() for _ in range(4))
+    for frames, n in stacks:
+        by_thread[frames[0].split(': ', 1)[-1]] += n
+        body = frames[1:] or ['(no Python frame)']
+        self_t[body[-1]] += n
+        for f in set(body): incl[f] += n
+        files[body[-1] if body[-1].startswith('(') else body[-1].rsplit('(', 1)[-1].split(':')[0]] += n
+    def table(name, counter, k):
+        return [f'### {name}', '', '| % | where |', '|---|---|'] + \
+               [f'| {100 * n / total:.1f} | `{short(w)}` |' for w, n in counter.most_common(k)] + ['']
+    return ([f'## {title}: {total} samples', ''] + table('By thread', by_thread, 10) + table('By file (self)', files, 15)
+            + table('By function (self)', self_t, top) + table('By function (inclusive)', incl, top))
+
+def short(frame:str) -> str:
+    for prefix in (str(ROOT) + '/', '/work/venv/lib/python3.11/site-packages/', '/usr/lib/python3.11/', sys.prefix + '/lib/python3.11/'):
+        frame = frame.replace(prefix, '')
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--only', choices=('triton', 'mini'), action='append', help='run just this server (repeatable); default both')
+    p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
+    p.add_argument('--rounds', type=int, default=3)
+    p.add_argument('--duration', type=int, default=10, help='seconds per measurement')
+    p.add_argument('--warmup', type=int, default=3, help='seconds of load after each start, not measured')
+    p.add_argument('--server-core', type=int, default=0)
+    p.add_argument('--client-core', type=int, default=1)
+    p.add_argument('--profile', type=int, default=0, metavar='SECONDS', help='then py-spy triton-mini for this long at concurrency 8')
+    p.add_argument('--no-save', action='store_true', help='print only; write nothing to bench/results')
+    p.add_argument('--mini-launcher', metavar='SCRIPT', help='measure an experiment: run this Python script with the flags '
+                   'instead of `python -m triton_mini` (e.g. one that patches triton_mini, then calls triton_mini.cli.main)')
+    args = p.parse_args(argv)
+    global MINI_LAUNCHER
+    if args.mini_launcher:
+        MINI_LAUNCHER = str(Path(args.mini_launcher).resolve())
+        NAMES['mini'] = f'triton-mini via {Path(args.mini_launcher).name}' + (' + MINI_UVLOOP' if os.environ.get('MINI_UVLOOP') else '')
+    args.only = args.only or ['triton', 'mini']
+    for tool in ('wrk', 'taskset'):
+        if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"wrk" if tool == "wrk" else "util-linux"})')
+    if 'triton' in args.only and not os.access(ORACLE, os.X_OK): sys.exit(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
+    with tempfile.TemporaryDirectory(prefix='triton_mini_bench_') as tmp:
+        work = Path(tmp)
+        repo = work / 'repo'
+        shutil.copytree(HERE / 'repo', repo)
+        script = work / 'infer.lua'
+        script.write_text(LUA % BODY)
+        if args.rounds > 0:
+            before = os.getloadavg()[0]
+            results = run(args, work, repo, script)
+            text = report(args, results, before, os.getloadavg()[0])
+            print('\n' + text.split('<details>')[0])
+            if not args.no_save:
+                (out := result_path()).parent.mkdir(exist_ok=True)
+                out.write_text(text); print(f'written to {out.relative_to(ROOT)}')
+        if args.profile:
+            text = profile(args, work, repo, script)
+            print(text)
+            if not args.no_save:
+                (out := result_path('-profile')).parent.mkdir(exist_ok=True)
+                out.write_text(text); print(f'written to {out.relative_to(ROOT)}')
+
+if __name__ == '__main__':
+    main()
