@@ -18,7 +18,8 @@ class TritonPythonModel:
     def initialize(self, args):
         self.fam = pb_utils.MetricFamily(name="my_requests_total", description="my counter", kind=pb_utils.MetricFamily.COUNTER)
         self.counter = self.fam.Metric(labels={"model": "errmodel", "version": "1"})
-        self.hist = pb_utils.MetricFamily("my_hist", "my histogram", pb_utils.MetricFamily.HISTOGRAM).Metric(labels={"a": "b"}, buckets=[0.1, 1.0, 10.0])
+        self.hist_family = pb_utils.MetricFamily("my_hist", "my histogram", pb_utils.MetricFamily.HISTOGRAM)  # keep it: Triton deletes dropped families
+        self.hist = self.hist_family.Metric(labels={"a": "b"}, buckets=[0.1, 1.0, 10.0])
     def execute(self, requests):
         out = []
         for r in requests:

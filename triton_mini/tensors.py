@@ -8,7 +8,7 @@ __all__ = ['DATATYPES', 'TritonError', 'request_prefix', 'DataType', 'wire_to_co
            'apply_reshape', 'from_json_data', 'to_json_data', 'json_dumps', 'serialize_byte_tensor',
            'deserialize_bytes_tensor', 'from_binary', 'to_binary', 'byte_size']
 
-# %% ../nbs/01_tensors.ipynb #deae6f64
+# %% ../nbs/01_tensors.ipynb #1e26b7dc
 from array import array
 from dataclasses import dataclass
 import math, re, struct
@@ -17,11 +17,11 @@ import ml_dtypes
 import numpy as np
 import orjson
 
-# %% ../nbs/01_tensors.ipynb #0f078833
+# %% ../nbs/01_tensors.ipynb #ddcca507
 _HTTP_STATUS = {'UNKNOWN': 400, 'INTERNAL': 500, 'NOT_FOUND': 404, 'INVALID_ARG': 400,
                 'UNAVAILABLE': 503, 'UNSUPPORTED': 501, 'ALREADY_EXISTS': 400, 'CANCELLED': 400}
 
-# %% ../nbs/01_tensors.ipynb #3341c583
+# %% ../nbs/01_tensors.ipynb #0da59103
 class TritonError(Exception):
     "An error carrying one of Triton's status codes (TRITONSERVER_Error_Code)."
     def __init__(self,
@@ -36,12 +36,12 @@ class TritonError(Exception):
     def __str__(self): return self.message
     def __repr__(self): return f"TritonError({self.message!r}, {self.code!r})"
 
-# %% ../nbs/01_tensors.ipynb #28d67735
+# %% ../nbs/01_tensors.ipynb #4e602ff4
 def request_prefix(request_id:str='')->str: # The request's `id`, '' when the client sent none
     "The `[request id: ...] ` prefix Triton's core puts before its request validation errors."
     return f"[request id: {request_id or '<id_unknown>'}] "
 
-# %% ../nbs/01_tensors.ipynb #268d1bcd
+# %% ../nbs/01_tensors.ipynb #b74c2650
 @dataclass(frozen=True)
 class DataType:
     "One Triton datatype under all of its names."
@@ -51,7 +51,7 @@ class DataType:
     itemsize: int|None  # bytes per element; None for the variable-size BYTES
     pb_code: int|None   # pb_utils / TRITONSERVER_DataType integer; None for BF16
 
-# %% ../nbs/01_tensors.ipynb #989bd6c4
+# %% ../nbs/01_tensors.ipynb #16d41995
 _TABLE = [('BOOL', np.bool_, 1), ('UINT8', np.uint8, 2), ('UINT16', np.uint16, 3), ('UINT32', np.uint32, 4),
           ('UINT64', np.uint64, 5), ('INT8', np.int8, 6), ('INT16', np.int16, 7), ('INT32', np.int32, 8),
           ('INT64', np.int64, 9), ('FP16', np.float16, 10), ('FP32', np.float32, 11), ('FP64', np.float64, 12),
@@ -59,7 +59,7 @@ _TABLE = [('BOOL', np.bool_, 1), ('UINT8', np.uint8, 2), ('UINT16', np.uint16, 3
 DATATYPES = {w: DataType(w, 'TYPE_STRING' if w == 'BYTES' else f'TYPE_{w}', np.dtype(t),
                          None if w == 'BYTES' else np.dtype(t).itemsize, code) for w, t, code in _TABLE}
 
-# %% ../nbs/01_tensors.ipynb #c3d8b0d1
+# %% ../nbs/01_tensors.ipynb #8138ecea
 _BY_CONFIG = {d.config: d for d in DATATYPES.values()}
 _BY_NUMPY = {d.np_dtype: d.wire for d in DATATYPES.values()}
 
@@ -69,7 +69,7 @@ def _lookup(wire, name=None):
     if dt is None: raise TritonError(f"invalid datatype for input {name}" if name else f"invalid datatype '{wire}'")
     return dt
 
-# %% ../nbs/01_tensors.ipynb #91878eed
+# %% ../nbs/01_tensors.ipynb #728aea13
 def wire_to_config(wire:str)->str:
     "'FP32' -> 'TYPE_FP32', 'BYTES' -> 'TYPE_STRING'."
     return _lookup(wire).config
@@ -79,7 +79,7 @@ def config_to_wire(config:str)->str:
     if config not in _BY_CONFIG: raise TritonError(f"invalid data type '{config}'")
     return _BY_CONFIG[config].wire
 
-# %% ../nbs/01_tensors.ipynb #3925b5aa
+# %% ../nbs/01_tensors.ipynb #de578c76
 def np_dtype(wire:str)->np.dtype:
     "The numpy dtype of a datatype: BYTES -> object, BF16 -> ml_dtypes.bfloat16."
     return _lookup(wire).np_dtype
@@ -88,7 +88,7 @@ def element_size(wire:str)->int|None:
     "Bytes per element; None for BYTES, whose elements vary."
     return _lookup(wire).itemsize
 
-# %% ../nbs/01_tensors.ipynb #85d95d53
+# %% ../nbs/01_tensors.ipynb #662547d4
 def wire_from_numpy(dtype)->str: # A numpy dtype, or anything np.dtype() accepts
     "The wire name for a numpy dtype: object and bytes_ arrays are BYTES, bfloat16 is BF16."
     dt = np.dtype(dtype)
@@ -97,7 +97,7 @@ def wire_from_numpy(dtype)->str: # A numpy dtype, or anything np.dtype() accepts
     if wire is None: raise TritonError('NumPy dtype is not supported.')
     return wire
 
-# %% ../nbs/01_tensors.ipynb #d69e42c0
+# %% ../nbs/01_tensors.ipynb #0dab9ba8
 def element_count(shape:list)->int:
     "Number of elements in `shape`; -1 if a dim is variable (-1), like Triton's GetElementCount."
     return -1 if shape and min(shape) < 0 else math.prod(shape)
@@ -106,7 +106,7 @@ def format_shape(shape:list)->str:
     "A shape as Triton writes it in messages: `[-1,4]`, no spaces."
     return '[' + ','.join(map(str, shape)) + ']'
 
-# %% ../nbs/01_tensors.ipynb #41c64433
+# %% ../nbs/01_tensors.ipynb #71eec67a
 def full_shape(dims:list, max_batch_size:int)->list:
     "The shape clients must send (and model metadata shows): `[-1, *dims]` when the model batches."
     return [-1, *dims] if max_batch_size > 0 else list(dims)
@@ -115,7 +115,7 @@ def shape_matches(shape:list, dims:list)->bool:
     "Does a request `shape` fit config `dims`? `-1` matches any size; the lengths must be equal."
     return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims))
 
-# %% ../nbs/01_tensors.ipynb #fa1fb70f
+# %% ../nbs/01_tensors.ipynb #a065bee9
 def apply_reshape(shape:list,   # The request's shape without the batch dim
                   dims:list,    # The config's dims for that input
                   reshape:list, # The config's reshape.shape
@@ -124,7 +124,7 @@ def apply_reshape(shape:list,   # The request's shape without the batch dim
     variable = iter([s for s, d in zip(shape, dims) if d == -1])
     return [next(variable) if r == -1 else r for r in reshape]
 
-# %% ../nbs/01_tensors.ipynb #49f867fb
+# %% ../nbs/01_tensors.ipynb #a2e089fc
 def _leaves(data):
     "The non-list values of arbitrarily nested lists, depth first (row-major)."
     stack = [iter(data)]
@@ -134,7 +134,7 @@ def _leaves(data):
             yield v
         else: stack.pop()
 
-# %% ../nbs/01_tensors.ipynb #e761d015
+# %% ../nbs/01_tensors.ipynb #edcdf47c
 _KIND = {'BOOL': 'bool', 'FP32': 'fp', 'FP64': 'fp', 'BYTES': 'bytes', 'FP16': 'binary_only', 'BF16': 'binary_only',
          **{f'UINT{n}': 'uint' for n in (8, 16, 32, 64)}, **{f'INT{n}': 'int' for n in (8, 16, 32, 64)}}
 _JSON_TYPE_ERRORS = {'bool': 'attempt to access JSON non-boolean as boolean',
@@ -145,7 +145,7 @@ _SHAPE_MISMATCH = "Shape does not match true shape of 'data' field"
 
 def _data_error(msg): return TritonError(f"Unable to parse 'data': {msg}", 'INTERNAL')
 
-# %% ../nbs/01_tensors.ipynb #23da95f7
+# %% ../nbs/01_tensors.ipynb #ffc9cea9
 def _is_json_value(kind, v)->bool:
     "Would rapidjson read `v` as this kind of value?"
     if isinstance(v, bool): return kind == 'bool'
@@ -154,7 +154,7 @@ def _is_json_value(kind, v)->bool:
     if kind == 'uint': return isinstance(v, int) and 0 <= v < 2**64
     return False
 
-# %% ../nbs/01_tensors.ipynb #7ab26fc0
+# %% ../nbs/01_tensors.ipynb #7fecbf2c
 def _checked_values(data, kind, count)->list:
     "The values of nested `data`, checked one by one in Triton's order."
     out = []
@@ -165,7 +165,7 @@ def _checked_values(data, kind, count)->list:
     if len(out) != count: raise _data_error(_SHAPE_MISMATCH)
     return out
 
-# %% ../nbs/01_tensors.ipynb #89692eea
+# %% ../nbs/01_tensors.ipynb #5caf279b
 _WIDE = {'bool': np.bool_, 'int': np.int64, 'uint': np.uint64, 'fp': np.float64}
 
 def _to_array(values, kind, dtype, shape):
@@ -174,7 +174,7 @@ def _to_array(values, kind, dtype, shape):
     else: arr = np.array(values, dtype=_WIDE[kind]).astype(dtype, copy=False)
     return arr.reshape(shape)
 
-# %% ../nbs/01_tensors.ipynb #dba21345
+# %% ../nbs/01_tensors.ipynb #b16ceaf5
 def _string_count_error(got, expected, name, model, request_id):
     "Triton's 400 for a BYTES tensor whose element count does not match its shape."
     if got > expected:
@@ -183,14 +183,14 @@ def _string_count_error(got, expected, name, model, request_id):
     return TritonError(f"{request_prefix(request_id)}expected {expected} string elements "
                        f"for inference input '{name}' for model '{model}', got {got}")
 
-# %% ../nbs/01_tensors.ipynb #5ccf0ded
+# %% ../nbs/01_tensors.ipynb #5058cc37
 def _object_array(elements:list, shape:list)->np.ndarray:
     "An object array of `shape` holding `elements` (np.array would try to look inside them)."
     arr = np.empty(len(elements), dtype=object)
     arr[:] = elements
     return arr.reshape(shape)
 
-# %% ../nbs/01_tensors.ipynb #1a652054
+# %% ../nbs/01_tensors.ipynb #3b719863
 _BYTES_JSON_ERROR = "Unable to parse JSON bytes array: attempt to access JSON non-string as string"
 
 def _bytes_from_json(data, count, shape, name, model, request_id):
@@ -200,7 +200,7 @@ def _bytes_from_json(data, count, shape, name, model, request_id):
     if len(values) != count: raise _string_count_error(len(values), count, name, model, request_id)
     return _object_array([v.encode('utf-8', 'surrogateescape') for v in values], shape)
 
-# %% ../nbs/01_tensors.ipynb #c62ac246
+# %% ../nbs/01_tensors.ipynb #c28928bd
 _FAST_TYPES = {'bool': {bool}, 'int': {int}, 'uint': {int}, 'fp': {int, float}}
 
 def _numbers_from_json(data, kind, dtype, count, shape):
@@ -212,7 +212,7 @@ def _numbers_from_json(data, kind, dtype, count, shape):
     try: return _to_array(values, kind, dtype, shape)
     except OverflowError: raise _data_error(_JSON_TYPE_ERRORS[kind]) from None  # an int beyond any double
 
-# %% ../nbs/01_tensors.ipynb #724d3734
+# %% ../nbs/01_tensors.ipynb #d2c56fe7
 def from_json_data(data,               # `data` as a JSON parser returned it: flat or nested lists
                    datatype:str,       # Wire datatype, e.g. 'FP32'
                    shape:list,         # The input's `shape`; prod(shape) values are expected
@@ -225,18 +225,18 @@ def from_json_data(data,               # `data` as a JSON parser returned it: fl
     if not isinstance(data, (list, tuple)): raise _data_error('attempt to access JSON non-array as array')
     kind, count = _KIND[dt.wire], element_count(shape)
     if kind == 'binary_only':
-        raise TritonError(f"receiving {dt.wire} data via JSON is not supported. Please use the binary data format for input {dt.wire}")
+        raise TritonError(f"receiving {dt.wire} data via JSON is not supported. Please use the binary data format for input {name or dt.wire}")
     if kind == 'bytes': return _bytes_from_json(data, count, shape, name, model, request_id)
     return _numbers_from_json(data, kind, dt.np_dtype, count, shape)
 
-# %% ../nbs/01_tensors.ipynb #b29db562
+# %% ../nbs/01_tensors.ipynb #fb30a08d
 class _NonFinite(float):
     "A NaN or ±inf that `json_dumps` writes as Triton's bare `NaN` / `Infinity` / `-Infinity`."
 
 class _RawString(str):
     "A BYTES element that `json_dumps` writes byte for byte (surrogateescape'd bytes, rapidjson escapes)."
 
-# %% ../nbs/01_tensors.ipynb #cfc47d7c
+# %% ../nbs/01_tensors.ipynb #a33dc662
 def _json_string(x)->str:
     "One BYTES element as a str: plain when it is printable UTF-8, else a _RawString."
     if isinstance(x, str): b = x.encode('utf-8', 'surrogateescape')
@@ -248,7 +248,7 @@ def _json_string(x)->str:
     except UnicodeDecodeError: pass
     return _RawString(b.decode('utf-8', 'surrogateescape'))
 
-# %% ../nbs/01_tensors.ipynb #ddd132f2
+# %% ../nbs/01_tensors.ipynb #4a3c13cd
 def to_json_data(arr:np.ndarray, # An output tensor (converted to the datatype's dtype if it differs)
                  datatype:str,   # Wire datatype, e.g. 'FP32'
                 )->list:         # Flat row-major values for `json_dumps`
@@ -263,7 +263,7 @@ def to_json_data(arr:np.ndarray, # An output tensor (converted to the datatype's
         values = [v if math.isfinite(v) else _NonFinite(v) for v in values]
     return values
 
-# %% ../nbs/01_tensors.ipynb #b5072e39
+# %% ../nbs/01_tensors.ipynb #b5dbfa17
 _ESCAPES = {b'"': b'\\"', b'\\': b'\\\\', b'\b': b'\\b', b'\f': b'\\f', b'\n': b'\\n', b'\r': b'\\r', b'\t': b'\\t'}
 _TO_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
 
@@ -272,7 +272,7 @@ def _raw_json_string(s:str)->bytes:
     raw = s.encode('utf-8', 'surrogateescape')
     return b'"' + _TO_ESCAPE.sub(lambda m: _ESCAPES.get(m[0], b'\\u%04X' % m[0][0]), raw) + b'"'
 
-# %% ../nbs/01_tensors.ipynb #7eaa9dfa
+# %% ../nbs/01_tensors.ipynb #1e367e27
 def _json_default(obj):
     "orjson's hook for the values it does not write itself."
     if isinstance(obj, float):
@@ -284,12 +284,12 @@ def _json_default(obj):
     if isinstance(obj, np.generic): return obj.item()
     raise TypeError(f'Type is not JSON serializable: {type(obj).__name__}')
 
-# %% ../nbs/01_tensors.ipynb #6f553469
+# %% ../nbs/01_tensors.ipynb #7220c39b
 def json_dumps(obj)->bytes:
     "JSON bytes as Triton writes them: compact, NaN/Infinity tokens, raw BYTES; orjson underneath."
     return orjson.dumps(obj, default=_json_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
 
-# %% ../nbs/01_tensors.ipynb #1f8237f8
+# %% ../nbs/01_tensors.ipynb #81a3b6cf
 def _as_bytes(x)->bytes:
     "One BYTES element as bytes: bytes as is, str as utf-8, anything else via str()."
     if isinstance(x, bytes): return x
@@ -300,7 +300,7 @@ def serialize_byte_tensor(arr)->bytes: # Array (or list) of bytes/str elements, 
     elements = [_as_bytes(x) for x in np.asarray(arr, dtype=object).ravel().tolist()]
     return b''.join([struct.pack('<I', len(b)) + b for b in elements])
 
-# %% ../nbs/01_tensors.ipynb #fcce9f06
+# %% ../nbs/01_tensors.ipynb #e9d4827b
 def _split_bytes(buf, expected, name, model, request_id)->list:
     "The elements of a BYTES buffer, checked in the order Triton checks them."
     mv, pos, out, short = memoryview(buf).cast('B'), 0, [], None
@@ -316,16 +316,16 @@ def _split_bytes(buf, expected, name, model, request_id)->list:
     if short: raise TritonError(f"incomplete string data for inference input '{name}', expecting string of length {short[0]} but only {short[1]} bytes available")
     return out
 
-# %% ../nbs/01_tensors.ipynb #29e3fd1b
+# %% ../nbs/01_tensors.ipynb #5b3de19c
 def deserialize_bytes_tensor(buf)->np.ndarray: # bytes or memoryview in Triton's BYTES layout
     "A 1-D object array of `bytes` from Triton's BYTES layout (broken layouts raise from_binary's errors)."
     elements = _split_bytes(buf, None, '', '', '')
     return _object_array(elements, [len(elements)])
 
-# %% ../nbs/01_tensors.ipynb #36f1b706
+# %% ../nbs/01_tensors.ipynb #84963c44
 _LITTLE = {w: d.np_dtype.newbyteorder('<') for w, d in DATATYPES.items() if d.itemsize}  # the wire is little-endian
 
-# %% ../nbs/01_tensors.ipynb #25d079db
+# %% ../nbs/01_tensors.ipynb #6491991b
 def from_binary(buf,                 # The tensor's bytes (bytes, bytearray or memoryview)
                 datatype:str,        # Wire datatype, e.g. 'FP32'
                 shape:list,          # The input's `shape`
@@ -343,7 +343,7 @@ def from_binary(buf,                 # The tensor's bytes (bytes, bytearray or m
         raise TritonError(f"{request_prefix(request_id)}input byte size mismatch for input '{name}' for model '{model}'. Expected {count * dt.itemsize}, got {nbytes}")
     return np.frombuffer(buf, dtype=_LITTLE[dt.wire]).reshape(shape)
 
-# %% ../nbs/01_tensors.ipynb #ceb1804e
+# %% ../nbs/01_tensors.ipynb #8a2d35da
 def to_binary(arr:np.ndarray, # An output tensor (converted to the datatype's dtype if it differs)
               datatype:str,   # Wire datatype, e.g. 'FP32'
              )->bytes|memoryview:
@@ -352,7 +352,7 @@ def to_binary(arr:np.ndarray, # An output tensor (converted to the datatype's dt
     if dt.itemsize is None: return serialize_byte_tensor(arr)
     return np.ascontiguousarray(arr, dtype=_LITTLE[dt.wire]).reshape(-1).view(np.uint8).data
 
-# %% ../nbs/01_tensors.ipynb #42371bbb
+# %% ../nbs/01_tensors.ipynb #139cdded
 def byte_size(arr, datatype:str)->int:
     "The `binary_data_size` of `arr` sent as `datatype`."
     dt = _lookup(datatype)

@@ -242,7 +242,8 @@ case('error_nobatch_extra_dim', 'POST', '/v2/models/add_sub_nobatch/infer',
 # practice the last one first), so which input its message names is an accident of hashing.
 case('error_variable_dim_empty_shape', 'POST', '/v2/models/identity_int32/infer', infer(tensor('X', 'INT32', [], [1])))
 case('error_only_optional_inputs', 'POST', '/v2/models/gen/infer', infer(tensor('max_tokens', 'INT32', [1], [3])),
-     note='the input count is within [required, all], but the required input is missing')
+     note='the input count is within [required, all], but the required input is missing',
+     xfail='Triton 2.51 checks only the input count, so a request carrying only optional inputs reaches the model (which fails, 500); triton-mini names the missing required input (400)')
 case('error_optional_model_no_inputs', 'POST', '/v2/models/gen/infer', infer())
 case('error_variable_dims_wrong_rank', 'POST', '/v2/models/identity_bytes/infer', infer(tensor('IN', 'BYTES', [2, 2], ['a', 'b', 'c', 'd'])))
 case('error_decoupled_infer', 'POST', '/v2/models/decoupled/infer', infer(tensor('text_input', 'BYTES', [1], ['hi'])))
@@ -373,7 +374,8 @@ case('ensemble_infer', 'POST', '/v2/models/ens/infer', ENS, normalize=('sort_out
 case('ensemble_infer_verbatim', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('SUM')]),
      xfail="real Triton's ensemble responses carry a `parameters` block (sequence_id/start/end of each step, "
            "keys repeated); triton-mini omits it (http-protocol.md §5.5)")
-case('ensemble_requested_output', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('A')]), normalize=('drop_response_parameters',))
+case('ensemble_requested_output', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('A')]), normalize=('drop_response_parameters',),
+     xfail="Triton 2.51 prunes steps whose outputs were not requested and starves a consumer ('unexpected deadlock', 400); triton-mini runs the whole graph and returns the requested output (the spec's advice)")
 case('ensemble_batch_2', 'POST', '/v2/models/ens/infer', infer(tensor('X', 'FP32', [2, 2], [1, 2, 3, 4])),
      normalize=('sort_outputs', 'drop_response_parameters'))
 case('ensemble_wrong_shape', 'POST', '/v2/models/ens/infer', infer(tensor('X', 'FP32', [1, 3], [1, 2, 3])))
@@ -386,7 +388,8 @@ case('generate', 'POST', f'{G}/generate', gen_body(id='42', text_input='hi', max
 case('generate_parameters_as_inputs', 'POST', f'{G}/generate',
      gen_body(text_input='hi', parameters={'temperature': 0.5, 'top_k': 4}))
 case('generate_add_sub', 'POST', f'{ADD}/generate', gen_body(INPUT0=[1, 2, 3, 4], INPUT1=[1, 1, 1, 1]))
-case('generate_missing_input', 'POST', f'{G}/generate', gen_body(max_tokens=3))
+case('generate_missing_input', 'POST', f'{G}/generate', gen_body(max_tokens=3),
+     xfail="as error_only_optional_inputs, through /generate: Triton's model fails, triton-mini names the missing required input")
 case('generate_wrong_shape', 'POST', f'{G}/generate', gen_body(text_input=['a', 'b']))
 case('generate_number_for_bytes', 'POST', f'{G}/generate', gen_body(text_input=5))
 case('generate_string_for_fp32', 'POST', f'{G}/generate', gen_body(text_input='hi', temperature='hot'))
@@ -444,7 +447,8 @@ case('metrics_labels', 'GET', '/metrics', compare='metrics:labels')
 case('metrics_request_counts', 'GET', '/metrics', compare='metrics:counts=stats_model',
      note='stats_model only: 2 requests succeeded (batch 1 and 2), 1 raised, 1 was rejected')
 case('metrics_request_counts_all_models', 'GET', '/metrics', compare='metrics:counts',
-     note='every model, after all the cases above')
+     note='every model, after all the cases above',
+     xfail='cumulative counts after every case: the three intended differences above change what runs (ensemble and gen counts), and Triton counts a failed ensemble request twice under reason OTHER')
 case('metrics_custom', 'GET', '/metrics', compare='metrics:custom', setup=M_SETUP)
 case('metrics_text_content_type', 'GET', '/metrics', compare='metrics:content_type')
 
