@@ -1,0 +1,157 @@
+"""Seed 003 end to end: the GGUF model through llama.cpp behind the Python backend, over infer, generate and
+generate_stream; the seed's curl commands verbatim; streaming that really streams; the error cases."""
+import http.client, json, shutil, subprocess, sys, time, urllib.error, urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip('llama_cpp')
+from triton_mini.cli import example_repository, free_port, wait_for_http
+from triton_mini.llm import write_tiny_gguf
+from triton_mini.server import TritonServer
+from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
+from triton_mini.tensors import TritonError
+
+PROMPT = '请用中文介绍人工智能'
+SEED_INFER = ('{"inputs": [{"name": "prompt", "shape": [1], "datatype": "BYTES", "data": ["请用中文介绍人工智能"]}],'
+              ' "outputs": [{"name": "generated_text"}]}')
+
+
+def test_bundled_model_is_what_write_tiny_gguf_writes(tmp_path):
+    bundled = example_repository() / 'qwen_gguf' / '1' / 'model.gguf'
+    assert write_tiny_gguf(tmp_path / 'm.gguf').read_bytes() == bundled.read_bytes()
+    assert write_tiny_gguf(tmp_path / 'other.gguf', seed=1).read_bytes() != bundled.read_bytes()
+    assert (example_repository() / 'qwen_gguf_stream' / '1' / 'model.gguf').read_bytes() == bundled.read_bytes()
+
+
+def _port_free(port):
+    import socket
+    with socket.socket() as s: return s.connect_ex(('127.0.0.1', port)) != 0
+
+
+def test_seed_003_curl_commands_verbatim():
+    "`triton-mini` with no flags, then seed 003's four curl commands exactly as the seed prints them."
+    if not (_port_free(8000) and _port_free(8002)): pytest.fail('ports 8000/8002 are busy: the seed commands need them')
+    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--allow-grpc=false'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_for_http('http://127.0.0.1:8000/v2/health/live', 120)
+        curl = lambda *a: subprocess.run(['curl', '-s', *a], capture_output=True, text=True, timeout=120)
+        ready = subprocess.run(['curl', '-v', 'localhost:8000/v2/health/ready'], capture_output=True, text=True, timeout=60)
+        assert '< HTTP/1.1 200 OK' in ready.stderr
+        models = json.loads(curl('localhost:8000/v2/models').stdout)
+        assert {'name': 'qwen_gguf', 'version': '1', 'state': 'READY'} in models['models']
+        out = json.loads(curl('-X', 'POST', 'http://localhost:8000/v2/models/qwen_gguf/infer', '-H', 'Content-Type: application/json',
+                              '-d', SEED_INFER).stdout)
+        assert out['model_name'] == 'qwen_gguf' and out['outputs'][0]['name'] == 'generated_text'
+        assert out['outputs'][0]['datatype'] == 'BYTES' and len(out['outputs'][0]['data'][0]) > 0
+        metrics = curl('localhost:8002/metrics').stdout
+        assert 'nv_inference_request_success{model="qwen_gguf",version="1"} 1' in metrics
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0
+
+
+@pytest.fixture(scope='module')
+def served(tmp_path_factory):
+    "The two bundled LLM models plus a slower one (51 MB, 8 layers) whose tokens take measurable time."
+    root = tmp_path_factory.mktemp('llm') / 'models'
+    for name in ('qwen_gguf', 'qwen_gguf_stream'): shutil.copytree(example_repository() / name, root / name, symlinks=True)
+    big = root / 'slow_stream'
+    shutil.copytree(example_repository() / 'qwen_gguf_stream', big, symlinks=False)
+    (big / '1' / 'model.gguf').unlink()
+    write_tiny_gguf(big / '1' / 'model.gguf', n_ctx=512, n_layer=8, n_embd=512, n_head=8, n_ff=1376)
+    cfg = big / 'config.pbtxt'
+    cfg.write_text(cfg.read_text().replace('name: "qwen_gguf_stream"', 'name: "slow_stream"'))
+    server = TritonServer(root)
+    assert server.start() == {}
+    svc = HTTPService({HTTPFrontend(server): bind_socket('127.0.0.1', 0)}).start()
+    yield server, f'127.0.0.1:{svc.ports[0]}'
+    svc.stop(); server.stop()
+
+
+def post(url, path, doc):
+    req = urllib.request.Request(f'http://{url}{path}', data=json.dumps(doc).encode(), method='POST')
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r: return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
+
+
+def greedy(server, prompt=PROMPT, n=24):
+    return server.infer('qwen_gguf', {'prompt': [prompt], 'max_tokens': np.array([n], np.int32),
+                                      'temperature': np.array([0.0], np.float32)})['generated_text'][0].decode()
+
+
+def test_infer_generate_and_stream_agree(served):
+    server, url = served
+    text = greedy(server)
+    assert len(text) == 24
+    status, out = post(url, '/v2/models/qwen_gguf/infer', {
+        'inputs': [{'name': 'prompt', 'shape': [1], 'datatype': 'BYTES', 'data': [PROMPT]},
+                   {'name': 'max_tokens', 'shape': [1], 'datatype': 'INT32', 'data': [24]}],
+        'parameters': {'temperature': 0}})
+    assert status == 200 and out['outputs'][0]['data'] == [text]            # temperature as a request parameter
+    status, g = post(url, '/v2/models/qwen_gguf/generate', {'prompt': PROMPT, 'max_tokens': 24, 'temperature': 0, 'id': 'x'})
+    assert status == 200 and g == {'generated_text': text, 'id': 'x', 'model_name': 'qwen_gguf', 'model_version': '1'}
+    status, g = post(url, '/v2/models/qwen_gguf/generate', {'prompt': PROMPT, 'parameters': {'max_tokens': 24, 'temperature': 0}})
+    assert g['generated_text'] == text                                       # fields inside "parameters" map too
+    req = urllib.request.Request(f'http://{url}/v2/models/qwen_gguf_stream/generate_stream', method='POST',
+                                 data=json.dumps({'prompt': PROMPT, 'max_tokens': 24, 'temperature': 0}).encode())
+    with urllib.request.urlopen(req) as r:
+        assert r.headers['Content-Type'] == 'text/event-stream; charset=utf-8'
+        events = [json.loads(l[6:]) for l in r if l.startswith(b'data: ')]
+    assert ''.join(e['generated_text'] for e in events) == text and len(events) > 1
+
+
+def test_stop_strings_cut_the_text(served):
+    server, url = served
+    text = greedy(server, n=24)
+    stop = text[5:7]
+    status, g = post(url, '/v2/models/qwen_gguf/generate', {'prompt': PROMPT, 'max_tokens': 24, 'temperature': 0, 'stop': [stop]})
+    assert status == 200 and g['generated_text'] == text[:text.index(stop)]
+
+
+def test_stream_events_arrive_one_by_one(served):
+    "Each token's event is written when the model sends it, not all at the end."
+    _, url = served
+    host, port = url.split(':')
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    start = time.perf_counter()
+    conn.request('POST', '/v2/models/slow_stream/generate_stream', body=json.dumps({'prompt': PROMPT, 'max_tokens': 48, 'temperature': 0}))
+    resp = conn.getresponse()
+    arrivals = []
+    while line := resp.fp.readline():
+        if line.startswith(b'data: '): arrivals.append(time.perf_counter() - start)
+    end = time.perf_counter() - start
+    conn.close()
+    assert len(arrivals) >= 40
+    assert arrivals[0] < 0.5 * end, (arrivals[0], end)                       # the first token long before the last
+    gaps = np.diff(arrivals)
+    assert (gaps > 0.0005).sum() > len(gaps) // 2, gaps                      # spread over the generation, not one burst
+
+
+def test_error_cases(served, tmp_path):
+    server, url = served
+    status, body = post(url, '/v2/models/qwen_gguf/infer', {'inputs': [{'name': 'prompt', 'shape': [1], 'datatype': 'BYTES', 'data': ['']}]})
+    assert (status, body) == (400, {'error': 'prompt must not be empty'})
+    status, body = post(url, '/v2/models/qwen_gguf/infer', {'inputs': [{'name': 'prompt', 'shape': [1], 'datatype': 'INT32', 'data': [1]}]})
+    assert status == 400 and body['error'] == "[request id: <id_unknown>] inference input 'prompt' data-type is 'INT32', but model 'qwen_gguf' expects 'BYTES'"
+    status, body = post(url, '/v2/models/qwen_gguf/generate', {'prompt': 'hi', 'temperature': -1})
+    assert status == 400 and 'temperature >= 0' in body['error']
+    status, body = post(url, '/v2/models/qwen_gguf_stream/infer', {'inputs': [{'name': 'prompt', 'shape': [1], 'datatype': 'BYTES', 'data': ['hi']}]})
+    assert (status, body) == (501, {'error': "HTTP end point doesn't support models with decoupled transaction policy"})
+
+
+def test_missing_model_file_is_unavailable_with_a_reason(tmp_path):
+    root = tmp_path / 'models'
+    shutil.copytree(example_repository() / 'qwen_gguf', root / 'qwen_gguf')
+    (root / 'qwen_gguf' / '1' / 'model.gguf').unlink()
+    server = TritonServer(root)
+    failures = server.start()
+    try:
+        assert 'qwen_gguf' in failures
+        (entry,) = server.repository_index()
+        assert entry['state'] == 'UNAVAILABLE'
+        assert entry['reason'].startswith(f"Internal: ValueError: Model path does not exist: {root / 'qwen_gguf' / '1' / 'model.gguf'}")
+        with pytest.raises(TritonError, match="'qwen_gguf' has no available versions"): greedy(server)
+    finally: server.stop()
