@@ -373,7 +373,7 @@ def prepare(nb, src:Path)->dict:
     nb.cells = cells
     static_widgets(nb)
     desc = str(fm.get('description') or '')
-    return dict(name=src.stem, href=src.stem + '.html', title=str(fm.get('title') or src.stem), number=_number(src.stem),
+    return dict(name=src.stem, href=src.stem + '.html', title=str(fm.get('title') or src.stem).replace('`', ''), number=_number(src.stem),
                 description=desc, description_html=re.sub(r'`([^`]+)`', r'<code>\1</code>', html.escape(desc)),
                 output_file=fm.get('output-file', ''), ids=set(), toc=[])
 
