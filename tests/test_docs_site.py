@@ -207,7 +207,7 @@ def _nb_titles(nbs):
         nb = nbformat.read(nb_path, as_version=4)
         h1s = (re.search(r'^#\s+(\S.*?)\s*$', c.source, re.M) for c in nb.cells if c.cell_type == 'markdown')
         title = next(filter(None, h1s), None)
-        titles[nb_path.stem + '.html'] = title.group(1) if title else nb_path.stem
+        titles[nb_path.stem + '.html'] = title.group(1).replace('`', '') if title else nb_path.stem   # the site drops markdown's backticks
     return titles
 
 def _screenshot(driver, name):

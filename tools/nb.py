@@ -29,7 +29,9 @@ def run(name):
     sh('nbdev_export', '--path', str(nb))
 
 def build(name):
-    sh('jupytext', '--to', 'ipynb', str(SCRATCH / f'{name}.py'), '-o', str(nb_path(name)))
+    # --update keeps the ids of cells that did not change, so a rebuild does not rewrite the whole .ipynb
+    update = ['--update'] if nb_path(name).exists() else []
+    sh('jupytext', '--to', 'ipynb', *update, str(SCRATCH / f'{name}.py'), '-o', str(nb_path(name)))
     run(name)
 
 if __name__ == '__main__':
