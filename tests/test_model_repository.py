@@ -20,8 +20,8 @@ from triton_mini.tensors import TritonError
 
 from triton_servers import MiniTriton, RealTriton, http, wait_until
 
-SPEC = Path(__file__).resolve().parents[2] / 'shared' / 'spec'
-REPO2 = SPEC / 'raw' / 'repos' / 'repo2'
+CAPTURES = Path(__file__).resolve().parent / 'spec_captures'   # copied from shared/spec/raw (see its README)
+REPO2 = CAPTURES / 'repo2'
 
 TAGGED = '''
 import json, os
@@ -172,7 +172,7 @@ REASON_MODELS = ['good', 'py_syntax', 'py_noclass', 'py_init_raises', 'no_dims',
 
 def captured_index() -> list:
     "The index Triton 2.51 returned for repo2 (spec/raw/out_repo.md, first capture), with /models/repo2 as the root."
-    section = (SPEC / 'raw' / 'out_repo.md').read_text().split('#### index (no body)')[1]
+    section = (CAPTURES / 'out_repo.md').read_text().split('#### index (no body)')[1]
     return json.loads(next(l for l in section.splitlines() if l.startswith('[')))
 
 
@@ -215,7 +215,7 @@ def test_python_model_file_missing_fails_fast(root):
 def captured_loads() -> list:
     "(title, method, path, status, body) of every request in spec/raw/out_load1.md, in order."
     cases = []
-    for block in (SPEC / 'raw' / 'out_load1.md').read_text().split('#### ')[1:]:
+    for block in (CAPTURES / 'out_load1.md').read_text().split('#### ')[1:]:
         title, body = block.split('\n', 1)
         lines = body.split('```')[1].strip('\n').split('\n')
         method, path = lines[0].split(' ', 1)
