@@ -25,7 +25,8 @@ ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle
 MODEL = 'identity'
 DATA = [float(i) for i in range(16)]
 BODY = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, 16], 'datatype': 'FP32', 'data': DATA}]})
-NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini'}
+NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment'}
+EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
 
 LUA = '''
@@ -87,7 +88,8 @@ class Server:
             argv = [ORACLE, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
                     f'--metrics-port={metrics}']
         else:
-            launcher = ['-m', 'triton_mini'] if MINI_LAUNCHER is None else [MINI_LAUNCHER]
+            script = EXP_LAUNCHER if kind == 'exp' else MINI_LAUNCHER
+            launcher = ['-m', 'triton_mini'] if script is None else [script]
             argv = [sys.executable, *launcher, f'--model-repository={repo}', f'--http-port={self.port}',
                     f'--metrics-port={metrics}', '--allow-grpc=false']
         self.log = workdir / f'{kind}.log'
@@ -172,10 +174,11 @@ def report(args, results, load_before, load_after) -> str:
             lines.append(f'| {c} | {NAMES[kind]} | {median(results, kind, c, "rps"):,.0f} | '
                          f'{median(results, kind, c, "p50_us") / 1000:.2f} | {median(results, kind, c, "p99_us") / 1000:.2f} | '
                          f'{sum(r["non2xx"] + r["socket_errors"] for r in rs)} | {per_round} |')
-    if len(args.only) == 2:
-        lines += ['', '| concurrency | req/s mini / Triton | p50 mini / Triton | p99 mini / Triton |', '|---|---|---|---|']
+    for a, b in (('mini', 'triton'), ('exp', 'mini'), ('exp', 'triton')):
+        if a not in args.only or b not in args.only: continue
+        lines += ['', f'| concurrency | req/s {a} / {b} | p50 {a} / {b} | p99 {a} / {b} |', '|---|---|---|---|']
         for c in args.concurrency:
-            ratio = lambda key: median(results, 'mini', c, key) / median(results, 'triton', c, key)
+            ratio = lambda key: median(results, a, c, key) / median(results, b, c, key)
             lines.append(f'| {c} | {ratio("rps"):.3g}x | {ratio("p50_us"):.3g}x | {ratio("p99_us"):.3g}x |')
     lines += ['', '<details><summary>raw wrk results</summary>', '', '```json',
               json.dumps({f'{k} c={c}': v for (k, c), v in results.items()}, indent=1), '```', '</details>']
@@ -263,7 +266,7 @@ def short(frame:str) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--only', choices=('triton', 'mini'), action='append', help='run just this server (repeatable); default both')
+    p.add_argument('--only', choices=('triton', 'mini', 'exp'), action='append', help='run just this server (repeatable); default both')
     p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--duration', type=int, default=10, help='seconds per measurement')
@@ -274,12 +277,18 @@ def main(argv=None):
     p.add_argument('--no-save', action='store_true', help='print only; write nothing to bench/results')
     p.add_argument('--mini-launcher', metavar='SCRIPT', help='measure an experiment: run this Python script with the flags '
                    'instead of `python -m triton_mini` (e.g. one that patches triton_mini, then calls triton_mini.cli.main)')
+    p.add_argument('--exp-launcher', metavar='SCRIPT', help='add a third server, `exp`: triton-mini run by this script, '
+                   'interleaved with the others and reported as ratios to triton-mini (before/after in one run)')
     args = p.parse_args(argv)
-    global MINI_LAUNCHER
+    global MINI_LAUNCHER, EXP_LAUNCHER
+    if args.exp_launcher:
+        EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
+        NAMES['exp'] = f'triton-mini via {Path(args.exp_launcher).name}'
+        if args.only and 'exp' not in args.only: args.only.append('exp')
     if args.mini_launcher:
         MINI_LAUNCHER = str(Path(args.mini_launcher).resolve())
         NAMES['mini'] = f'triton-mini via {Path(args.mini_launcher).name}' + (' + MINI_UVLOOP' if os.environ.get('MINI_UVLOOP') else '')
-    args.only = args.only or ['triton', 'mini']
+    args.only = args.only or ['triton', 'mini'] + (['exp'] if args.exp_launcher else [])
     for tool in ('wrk', 'taskset'):
         if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"wrk" if tool == "wrk" else "util-linux"})')
     if 'triton' in args.only and not os.access(ORACLE, os.X_OK): sys.exit(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, gzip, json, logging, socket, threading, zlib
+import asyncio, functools, gzip, json, logging, socket, threading, zlib
 import numpy as np
 import orjson
 
@@ -201,6 +201,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
                     [(b'content-type', b'application/octet-stream'), (b'inference-header-content-length', str(len(head)).encode())])
 
 # %% ../nbs/08_http.ipynb #e047619c
+@functools.lru_cache(maxsize=4096)
 def parse_path(path:str) -> tuple | None:
     "(kind, model, version, action) for a /v2 path, or None when no route matches."
     p = path.split('/')
@@ -552,7 +553,7 @@ async def call_asgi(app, method:str, path:str, body:bytes=b'', headers:dict|None
 # %% ../nbs/08_http.ipynb #7bd7dc2a
 def _uvicorn_config(app, **kw):
     import uvicorn
-    return uvicorn.Config(app, loop='uvloop', http='httptools', lifespan='off', access_log=False,
+    return uvicorn.Config(app, loop='uvloop', http='httptools', lifespan='off', access_log=False, proxy_headers=False,
                           log_level='warning', server_header=False, date_header=False, **kw)
 
 def bind_socket(host:str='0.0.0.0', port:int=0) -> socket.socket:

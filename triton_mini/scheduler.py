@@ -191,21 +191,23 @@ Scheduler._check_accepting = _accepting
 # %% ../nbs/05_scheduler.ipynb #0e55aae9
 class DefaultScheduler(Scheduler):
     "Triton's default scheduler: every request alone, on the next free instance, in arrival order."
-    def _init_queue(self): self._queue = deque()
+    def _init_queue(self): self._queue, self._idle = deque(), 0   # _idle: workers waiting for a request
 
     def enqueue(self, req:InferenceRequest):
-        "Queue a request; a worker will execute it."
+        "Queue a request; a worker will execute it (an idle one is woken, a busy one finds it when done)."
         with self._cond:
             self._check_accepting(req)
             self._queue.append(req)
             self.stats.pending += 1
-            self._cond.notify()
+            if self._idle: self._cond.notify()
 
     def _take(self):
         with self._cond:
             while not self._queue:
                 if self._stopping: return None
-                self._cond.wait()
+                self._idle += 1
+                try: self._cond.wait()
+                finally: self._idle -= 1
             self.stats.pending -= 1
             return [self._queue.popleft()]
 
