@@ -10,7 +10,7 @@ request asks for it: a first input value >= 1000 means "sleep value-1000 ms" (th
 `ExecutionProbe` is in-process only: it wraps the `execute` of a loaded model's instances so a test can wait for an
 execution to start (an Event) and hold the instance busy until it says so, instead of sleeping to synchronise.
 """
-import contextlib, http.client, json, os, shutil, socket, subprocess, tempfile, threading, time
+import contextlib, http.client, json, os, shutil, signal, socket, subprocess, tempfile, threading, time
 from pathlib import Path
 
 RECORDER = '''import json, os, time
@@ -284,9 +284,9 @@ class Oracle:
 
     def stop(self):
         if self.proc.poll() is None:
-            self.proc.terminate()
+            os.killpg(self.proc.pid, signal.SIGTERM)   # the whole session: a killed server orphans its stubs
             try: self.proc.wait(30)
-            except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+            except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -9,7 +9,7 @@ A few JSON configs go through the load API's `config` parameter too.
 The oracle is found via $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton; without it every test here is
 skipped with that reason. `python tests/test_config_oracle.py --record [stem ...]` rewrites corpus headers from the server.
 """
-import http.client, json, os, re, shutil, socket, subprocess, sys, tempfile, time
+import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,9 +80,10 @@ class Triton:
         return text
 
     def stop(self):
-        self.proc.terminate()
+        "Stop the server and its Python stub processes (the whole session: a killed server orphans its stubs)."
+        os.killpg(self.proc.pid, signal.SIGTERM)
         try: self.proc.wait(30)
-        except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
 
 
 def write_repo(repo: Path, cases):
