@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'create_instances', 'Duration', 'ModelStatistics', 'next_batch',
-           'batch_key', 'Scheduler', 'DefaultScheduler', 'ResponseWaiter', 'OrderedDelivery', 'DynamicBatcher',
-           'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary']
+           'batch_key', 'Scheduler', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'OrderedDelivery',
+           'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -184,8 +184,11 @@ def _stop(self:Scheduler, timeout:float|None=None):
     for t in self._threads: t.join(timeout)
 Scheduler.stop = _stop
 
+class SchedulerStopped(TritonError):
+    "A request reached a scheduler that stopped (its version is being unloaded): the caller may look again."
+
 def _accepting(self:Scheduler, req:InferenceRequest):
-    if self._stopping: raise TritonError(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
+    if self._stopping: raise SchedulerStopped(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
 Scheduler._check_accepting = _accepting
 
 # %% ../nbs/05_scheduler.ipynb #0e55aae9

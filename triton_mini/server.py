@@ -17,7 +17,7 @@ from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABL
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
 from .python_backend import PythonBackend
-from .scheduler import ModelStatistics, ResponseWaiter, create_instances, create_scheduler
+from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 
 log = logging.getLogger(__name__)
@@ -233,10 +233,19 @@ TritonServer._warmup = _warmup
 # %% ../nbs/07_server.ipynb #ae32ad9c
 def _submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     "Validate `req` and queue it on the version that serves it; responses go to `req.response_callback`."
-    m = self.repository.get(req.model_name, req.model_version)
+    asked = req.model_version
+    m = self.repository.get(req.model_name, asked)
     validate_request(m, req)
     req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
-    m.scheduler.enqueue(req)
+    try: m.scheduler.enqueue(req)
+    except SchedulerStopped:
+        # The version retired between the lookup and the enqueue (a reload or poll under traffic). A request that
+        # asked for no particular version goes to the one serving now, if it takes the same inputs.
+        new = self.repository.get(req.model_name, -1) if asked < 0 else m
+        if new is m or new.config.input != m.config.input: raise
+        req.model_version = new.version
+        new.scheduler.enqueue(req)
+        return new
     return m
 TritonServer.submit = _submit
 
