@@ -38,9 +38,10 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 
 class Server:
     "A `python -m triton_mini` subprocess on free ports."
-    def __init__(self, *flags, repo=None):
-        self.http, self.metrics = free_port(), free_port()
-        args = [sys.executable, '-m', 'triton_mini', f'--http-port={self.http}', f'--metrics-port={self.metrics}', '--allow-grpc=false', *flags]
+    def __init__(self, *flags, repo=None, grpc=False):
+        self.http, self.metrics, self.grpc = free_port(), free_port(), free_port()
+        args = [sys.executable, '-m', 'triton_mini', f'--http-port={self.http}', f'--metrics-port={self.metrics}',
+                f'--grpc-port={self.grpc}' if grpc else '--allow-grpc=false', *flags]
         if repo is not None: args.append(f'--model-repository={repo}')
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines, self._reader = [], threading.Thread(target=self._read, daemon=True)
@@ -94,8 +95,8 @@ def test_flag_consistency_errors(tmp_path):
 
 
 def test_bundled_repository_by_default():
-    "No --model-repository: the bundled example repository (README's first command)."
-    s = Server()
+    "No --model-repository: the bundled example repository (README's first command), over HTTP and gRPC."
+    s = Server(grpc=True)
     try:
         assert wait_for_http(s.url + '/v2/health/ready', 120)
         assert s.get('/v2/health/ready')[0] == 200, s.output
@@ -106,8 +107,15 @@ def test_bundled_repository_by_default():
             {'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]},
             {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]})
         assert status == 200 and out['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
+        import numpy as np, tritonclient.grpc as grpcclient
+        client = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc}')
+        assert client.is_server_ready() and client.is_model_ready('add_sub')
+        ins = [grpcclient.InferInput('INPUT0', [1, 4], 'FP32'), grpcclient.InferInput('INPUT1', [1, 4], 'FP32')]
+        for i in ins: i.set_data_from_numpy(np.ones((1, 4), np.float32))
+        assert client.infer('add_sub', ins).as_numpy('OUTPUT0').tolist() == [[2, 2, 2, 2]]
     finally: assert s.stop() == 0
     assert '| add_sub ' in s.output and 'READY' in s.output
+    assert f'Started GRPCInferenceService at 0.0.0.0:{s.grpc}' in s.output
     assert f'Started HTTPService at 0.0.0.0:{s.http}' in s.output and f'Started Metrics Service at 0.0.0.0:{s.metrics}' in s.output
     ours = [l for l in s.lines if 'successfully loaded' in l or 'Started' in l or 'Signal (15)' in l]
     assert len(ours) >= 6 and all(LOG_LINE.match(l) for l in ours), s.output   # model prints pass through as they are

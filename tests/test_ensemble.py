@@ -317,8 +317,6 @@ def test_a_step_writing_an_ensemble_input_is_refused(explicit, tmp_path):
     with pytest.raises(TritonError, match='failed to poll'): explicit.load_model('ens_write_input')
 
 
-@pytest.mark.xfail(strict=True, reason='02_model_repository.load_model loads the composing models before polling the '
-                   'ensemble; Triton polls (validates) the ensemble first and loads nothing when that fails')
 def test_a_poll_failure_loads_no_composing_model(explicit):
     with pytest.raises(TritonError): explicit.load_model('ens_missing_input_map')   # steps use m4two and m4
     assert not explicit.model_ready('m4two') and not explicit.model_ready('m4')
@@ -371,7 +369,7 @@ def test_oracle_validation_messages_match_real_triton(validation_twins):
     ports, cap, real = validation_twins
     http_call(ports['real'], 'POST', '/v2/repository/models/ens_missing_input_map/load')   # first thing on a fresh server
     index = json.loads(http_call(ports['real'], 'POST', '/v2/repository/index')[1])
-    assert {'name': 'm4two'} in index and {'name': 'm4'} in index   # Triton loaded no step model (see the xfail test)
+    assert {'name': 'm4two'} in index and {'name': 'm4'} in index   # Triton loaded no step model, and neither do we
     for name, (_, stage, message) in BAD.items():
         got = {who: http_call(port, 'POST', f'/v2/repository/models/{name}/load') for who, port in ports.items()}
         assert got['mini'] == got['real'], (name, got)

@@ -227,7 +227,6 @@ def captured_loads() -> list:
 KNOWN_LOAD_DIFFERENCES = {
     'load seq_basic': 'sequence batching is not implemented by triton_mini',
     'config of seq_basic': 'sequence batching is not implemented by triton_mini',
-    'load warmup_bad': '07_server: a warmup input the model does not have gives "unexpected inference input" where Triton says "expected 1 inputs but got 0"',
 }
 
 

@@ -129,9 +129,16 @@ def example_repository() -> Path:
     return here / 'examples' if (here / 'examples').is_dir() else here.parent / 'model_repository'
 
 # %% ../nbs/10_cli.ipynb #9f2efe2c
-async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None):
-    "Serve {asgi_app: socket} until SIGINT/SIGTERM (or `stop` is set), then shut down gracefully."
+async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None, grpc:dict|None=None) -> int:
+    "Serve {asgi_app: socket} (and gRPC, given serve()'s arguments) until SIGINT/SIGTERM or `stop`, then shut down."
     import uvicorn
+    grpc_server = None
+    if grpc is not None:
+        from triton_mini import grpc_server as grpc_frontend    # gRPC is optional: imported only when served
+        try: grpc_server = await grpc_frontend.serve(**grpc)
+        except OSError as e:
+            log.error(f'failed to start GRPCInferenceService: {e}'); return 1
+        log.info(f"Started GRPCInferenceService at {grpc['host']}:{grpc_server.port}")
     servers = [uvicorn.Server(_uvicorn_config(app, timeout_graceful_shutdown=exit_timeout_secs)) for app in apps]
     for s in servers: s.capture_signals = contextlib.nullcontext   # this function owns the signals
     loop, stop = asyncio.get_running_loop(), stop or asyncio.Event()
@@ -143,7 +150,9 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
     tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(servers, apps.values())]
     await stop.wait()
     for s in servers: s.should_exit = True
+    if grpc_server is not None: await grpc_server.stop(exit_timeout_secs)
     await asyncio.gather(*tasks)
+    return 0
 
 # %% ../nbs/10_cli.ipynb #29a92286
 def start_server(args) -> tuple:
@@ -185,13 +194,15 @@ def main(argv=None) -> int:
         log.error(f'failed to start: {e}'); server.stop(); return 1
     for (what, host, _), sock in zip(listeners.values(), sockets.values()):
         log.info(f'Started {what} at {host}:{sock.getsockname()[1]}')
-    if args.allow_grpc: log.warning(f'GRPCInferenceService is not implemented by triton_mini: nothing listens on {args.grpc_address}:{args.grpc_port}')
-    try: uvloop.run(serve_apps(sockets, args.exit_timeout_secs))
+    http = next((app for app in listeners if isinstance(app, HTTPFrontend)), None)
+    grpc = dict(server=server, host=args.grpc_address, port=args.grpc_port,
+                log_settings=http.log_settings if http is not None else None) if args.allow_grpc else None
+    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, grpc=grpc))
     finally:
         log.info('Waiting for in-flight requests to complete.')
         server.stop()
     log.info('Server stopped')
-    return 0
+    return code
 
 # %% ../nbs/10_cli.ipynb #3f8106e5
 def serve(server:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):

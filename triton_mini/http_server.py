@@ -17,8 +17,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'Response', 'error_response', 'parse_json', 'split_parameters',
-           'decode_infer_request', 'classify', 'encode_infer_response', 'parse_path', 'HTTPFrontend', 'decode_generate',
-           'generate_json', 'call_asgi', 'bind_socket', 'HTTPService']
+           'decode_infer_request', 'classify', 'encode_infer_response', 'parse_path', 'HTTPFrontend',
+           'apply_log_settings', 'output_labels', 'decode_generate', 'generate_json', 'call_asgi', 'bind_socket',
+           'HTTPService']
 
 # %% ../nbs/08_http.ipynb #643ca634
 _JSON = [(b'content-type', b'application/json')]
@@ -268,16 +269,16 @@ def _index(self:HTTPFrontend, body) -> Response:
     return Response(200, json_dumps(self.server.repository_index(ready=ready)))
 HTTPFrontend._index = _index
 
-def _repository(self:HTTPFrontend, name, action, body) -> Response:
+async def _repository(self:HTTPFrontend, name, action, body) -> Response:
     doc = parse_json(body) if body.strip() else {}
     params = (doc.get('parameters') or {}) if isinstance(doc, dict) else {}
     if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
     if action == 'unload':
-        self.server.unload_model(name, unload_dependents=bool(params.get('unload_dependents', False)))
+        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=bool(params.get('unload_dependents', False)))
         return Response(200, b'')
     config = _field(params, 'config', str, required=False, verb=None)
     files = {k[len('file:'):]: _b64(v) for k, v in params.items() if k.startswith('file:')}
-    self.server.load_model(name, config=config, files=files or None)
+    await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
     return Response(200, b'')
 HTTPFrontend._repository = _repository
 
@@ -301,11 +302,11 @@ def _logging(self:HTTPFrontend, method, body) -> Response:
             fmt = _field(doc, 'log_format', str, verb=None)
             if fmt not in ('default', 'ISO8601'): return Response(503, json_dumps({'error': f'invalid argument for --log_format, got: {fmt}'}))
             self.log_settings['log_format'] = fmt
-        _apply_log_settings(self.log_settings)
+        apply_log_settings(self.log_settings)
     return Response(200, json_dumps(self.log_settings))
 HTTPFrontend._logging = _logging
 
-def _apply_log_settings(s):
+def apply_log_settings(s):
     lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
     logging.getLogger('triton_mini').setLevel(lvl)
 
@@ -335,14 +336,14 @@ async def _infer(self:HTTPFrontend, name, version, body, headers) -> Response:
     resp = await fut
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
-    return encode_infer_response(req, resp, opts, m.batching, _labels(m))
+    return encode_infer_response(req, resp, opts, m.batching, output_labels(m))
 HTTPFrontend._infer = _infer
 
-def _labels(m):
+def output_labels(m):
     "Classification labels per output (label_filename, one label per line), cached on the model."
-    if not hasattr(m, '_labels'):
-        m._labels = {o.name: (m.model_dir / o.label_filename).read_text().splitlines() for o in m.config.output if o.label_filename}
-    return m._labels
+    if not hasattr(m, '_label_cache'):
+        m._label_cache = {o.name: (m.model_dir / o.label_filename).read_text().splitlines() for o in m.config.output if o.label_filename}
+    return m._label_cache
 
 # %% ../nbs/08_http.ipynb #a8115842
 async def _raw_infer(self:HTTPFrontend, name, version, body) -> Response:
@@ -472,7 +473,7 @@ async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:
         if kind == 'models': return self._models()
         if kind == 'stats': return self._stats()
         if kind == 'index': return self._index(body)
-        if kind == 'repository': return self._repository(name, action, body)
+        if kind == 'repository': return await self._repository(name, action, body)
         if kind == 'logging': return self._logging(method, body)
     except TritonError as e: return error_response(e)
     except Exception as e:        # a bug, or a request shape nobody foresaw: still a JSON error, and a log line

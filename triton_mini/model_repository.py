@@ -103,6 +103,7 @@ class ModelEntry:
     poll_error: str | None = None                  # why the config could not be read (no versions then)
     load_error: str | None = None                  # a model-level load failure (ModelLoadError)
     unlisted: bool = False                         # left out of the index (see below), yet known to requests
+    explicit: bool = False                         # loaded by name (not only as an ensemble's composing model)
 
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
 class ModelRepository:
@@ -282,6 +283,8 @@ def _load_all(self:ModelRepository, names=None) -> dict:
         if names is None:
             names = list(found) if self.control_mode != 'explicit' or '*' in self.startup_models else self.startup_models
         errors = {}
+        for n in names:
+            if n in self.models: self.models[n].explicit = True
         for n in self._load_order([n for n in names if n in self.models]):
             try: self._load_entry(self.models[n])
             except TritonError as e: errors[n] = e.message
@@ -350,6 +353,9 @@ def _load_model(self:ModelRepository, name:str, config:str|None=None, files:dict
             raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
         entry = self.models[name]
         if config is not None or entry.override is not None: entry.override, entry.fingerprint = config, ()
+        try: self._read(entry)               # a config that cannot be read loads nothing, not even composing models
+        except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
+        entry.explicit = True
         for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
             self._load_entry(self.models[dep])
         self._load_entry(entry)
@@ -370,10 +376,25 @@ ModelRepository._write_override_files = _write_override_files
 
 # %% ../nbs/02_model_repository.ipynb #ab6f10d9
 def _unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
-    "Unload every version of `name`, and the ensembles that depend on it (they cannot run without it)."
+    "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
     self._check_explicit()
-    with self._lock: self._unload(name, unload_dependents, wait)
+    with self._lock:
+        config = self.models[name].config if name in self.models else None
+        self._unload(name, unload_dependents, wait)
+        if name in self.models: self.models[name].explicit = False
+        if unload_dependents: self._unload_composing(config, wait)
 ModelRepository.unload_model = _unload_model
+
+def _unload_composing(self:ModelRepository, config, wait:bool=False):
+    "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
+    for dep in dependencies(config):
+        e = self.models.get(dep)
+        if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
+        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
+        if users: continue
+        self._unload(dep, False, wait)
+        self._unload_composing(e.config, wait)
+ModelRepository._unload_composing = _unload_composing
 
 def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
     e = self.models.get(name)

@@ -209,6 +209,7 @@ TritonServer._lookup_config = _lookup_config
 def _warmup_inputs(m:LoadedModel, w) -> dict:
     inputs = {}
     for name, spec in w.inputs.items():
+        if name not in m.inputs: continue    # Triton drops warmup inputs the model lacks (then counts what is missing)
         wire = config_to_wire(spec.data_type)
         shape = ([w.batch_size] if m.batching else []) + [max(d, 1) for d in spec.dims]
         if wire == 'BYTES': arr = np.full(shape, b'', dtype=object)
