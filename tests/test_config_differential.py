@@ -10,7 +10,8 @@ import math, re, struct
 import pytest
 
 from test_config_parser import CASES
-from triton_mini.config_parser import ConfigError, parse_config
+from triton_mini.model_config import ConfigError
+from triton_mini.config_parser import parse_config
 
 text_format = pytest.importorskip('google.protobuf.text_format')
 json_format = pytest.importorskip('google.protobuf.json_format')

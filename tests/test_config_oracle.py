@@ -1,4 +1,4 @@
-"""triton_mini.config_parser against the real Triton 2.51 (marker `oracle`).
+"""The config layer (model_config, config_parser, model_config_utils) against the real Triton 2.51 (marker `oracle`).
 
 One server for the whole module (explicit model control, free ports) on a temporary repository holding every
 corpus file of tests/configs as a model directory (tiny Python models). Each file is loaded; we record what Triton
@@ -17,7 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_config_parser import CASES, PARSE_PREFIX, maps_are_small, outcome  # noqa: E402
-from triton_mini.config_parser import ConfigError, ModelConfig, autofill_config, parse_config  # noqa: E402
+from triton_mini.model_config import ConfigError, ModelConfig  # noqa: E402
+from triton_mini.config_parser import parse_config  # noqa: E402
+from triton_mini.model_config_utils import autofill_config  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 

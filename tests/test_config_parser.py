@@ -1,4 +1,5 @@
-"""triton_mini.config_parser on the config corpus in tests/configs, plus the API contract other layers rely on.
+"""The config layer (triton_mini.model_config, .config_parser, .model_config_utils) on the config corpus in
+tests/configs, plus the API contract other layers rely on.
 
 Corpus files start with four header lines (comments, so they are part of what Triton parses):
 
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from triton_mini.config_parser import (DATA_TYPES, ConfigError, ConfigParser, EnsembleStep, ModelConfig,
+from triton_mini.model_config import (DATA_TYPES, ConfigError, EnsembleStep, ModelConfig,
     ModelDynamicBatching, ModelEnsembling, ModelInput, ModelInstanceGroup, ModelOptimizationPolicy, ModelOutput,
     ModelParameter, ModelQueuePolicy, ModelRateLimiter, ModelSequenceBatching, ModelTransactionPolicy,
-    ModelVersionPolicy, ModelWarmup, autofill_config, parse_config, validate_config)
+    ModelVersionPolicy, ModelWarmup)
+from triton_mini.config_parser import ConfigParser, parse_config
+from triton_mini.model_config_utils import autofill_config, validate_config
 
 CONFIGS = Path(__file__).parent / 'configs'
 PARSE_PREFIX = 'Error parsing text-format inference.ModelConfig: '
@@ -126,6 +129,15 @@ def test_invalid_error_is_readable(case):
 
 
 # ---------------------------------------------------------------------------------------------- the contract
+
+def test_seed_names_stay_in_config_parser():
+    "The seed's walkthrough takes ConfigParser, parse_config and ConfigError from triton_mini.config_parser."
+    import triton_mini.config_parser as cp, triton_mini.model_config as mc
+    assert {'ConfigParser', 'parse_config', 'ConfigError'} <= set(cp.__all__)
+    assert cp.ConfigError is mc.ConfigError
+    with pytest.raises(cp.ConfigError):
+        cp.ConfigParser().parse('foo: 1')
+
 
 def test_error_names_the_field():
     "Protobuf's wording names the bad token; the error adds the field being read."

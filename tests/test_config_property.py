@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from test_config_differential import google_dict, normal, text_format, model_config_pb2
 from test_config_parser import CASES
-from triton_mini.config_parser import ConfigError, ModelConfig, autofill_config, parse_config, validate_config
+from triton_mini.model_config import ConfigError, ModelConfig
+from triton_mini.config_parser import parse_config
+from triton_mini.model_config_utils import autofill_config, validate_config
 
 BODIES = [c.data.split(b'\n', 4)[4] for c in CASES if c.kind == 'valid']   # without the corpus header
 TOKEN = re.compile(rb'[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9A-Za-z.+-]*|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|\s+|.', re.S)

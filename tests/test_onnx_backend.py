@@ -14,7 +14,8 @@ onnx = pytest.importorskip('onnx')
 from onnx import helper
 
 from triton_mini.tensors import TritonError
-from triton_mini.config_parser import autofill_config, parse_config
+from triton_mini.config_parser import parse_config
+from triton_mini.model_config_utils import autofill_config
 from triton_mini.backend import InferenceRequest, InstanceArgs
 from triton_mini.onnx_backend import (ONNXRuntimeBackend, ONNXRuntimeInstance, linear_weights, make_add_sub_onnx,
                                       make_linear_onnx, make_onnx_model, save_onnx)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 
-from .config_parser import ModelConfig
+from .model_config import ModelConfig
 from .tensors import TritonError
 
 # %% auto #0

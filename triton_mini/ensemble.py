@@ -8,7 +8,7 @@ import threading, time
 from dataclasses import dataclass
 
 from .tensors import TritonError
-from .config_parser import ModelConfig
+from .model_config import ModelConfig
 from .backend import InferenceRequest, InferenceResponse
 from .scheduler import ModelStatistics
 

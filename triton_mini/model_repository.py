@@ -8,7 +8,9 @@ import logging, os, tempfile, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config_parser import ConfigError, ModelConfig, parse_config, autofill_config, validate_config
+from .model_config import ConfigError, ModelConfig
+from .config_parser import parse_config
+from .model_config_utils import autofill_config, validate_config
 from .tensors import TritonError
 
 log = logging.getLogger(__name__)

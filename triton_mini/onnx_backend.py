@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
-from .config_parser import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
+from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
 from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance
 
 log = logging.getLogger(__name__)

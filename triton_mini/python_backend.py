@@ -8,7 +8,7 @@ import asyncio, importlib.util, inspect, itertools, sys, threading, time, traceb
 from pathlib import Path
 
 from .tensors import TritonError
-from .config_parser import ConfigError, ModelConfig
+from .model_config import ConfigError, ModelConfig
 from .backend import Backend, ModelInstance, InstanceArgs, InferenceResponse
 from . import pb_utils
 

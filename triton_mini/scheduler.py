@@ -10,7 +10,7 @@ import numpy as np
 from dataclasses import dataclass, field
 
 from .tensors import TritonError
-from .config_parser import ModelConfig
+from .model_config import ModelConfig
 from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse, ModelInstance
 
 log = logging.getLogger(__name__)

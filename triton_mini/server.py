@@ -12,7 +12,8 @@ import numpy as np
 import triton_mini
 from .tensors import (TritonError, request_prefix, wire_from_numpy, config_to_wire, format_shape, full_shape,
                                  np_dtype, apply_reshape)
-from .config_parser import ConfigError, ModelConfig, autofill_config, validate_config
+from .model_config import ConfigError, ModelConfig
+from .model_config_utils import autofill_config, validate_config
 from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
