@@ -445,6 +445,6 @@ def _unload_all(self:ModelRepository, timeout:float|None=None) -> list:
         for _, _, h in retiring:
             if timeout is not None and hasattr(h, 'unload_timeout'): h.unload_timeout = timeout
         for name in list(self.models): self._unload(name)
-    self.wait_for_unloads(None if timeout is None else timeout + 1)
+    self.wait_for_unloads(None if timeout is None else timeout + 0.5)
     return [(e.name, v, h) for e, v, h in retiring if getattr(h, 'abandoned', None) or e.versions.get(v) and e.versions[v].state == UNLOADING]
 ModelRepository.unload_all = _unload_all

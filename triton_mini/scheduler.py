@@ -221,7 +221,10 @@ def _stop(self:Scheduler, timeout:float|None=None) -> list:
         self._cond.notify_all()
     deadline = None if timeout is None else time.monotonic() + timeout
     for t in self._threads: t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
-    stuck = [inst for t, inst in zip(self._threads, self.instances) if t.is_alive()]
+    alive = [(t, inst) for t, inst in zip(self._threads, self.instances) if t.is_alive()]
+    for t, inst in alive:
+        if inst.name not in self._running: t.join(0.5)   # idle, on its way out: not hung
+    stuck = [inst for t, inst in alive if t.is_alive()]
     if stuck: self._abandon(stuck, timeout)
     return stuck
 Scheduler.stop = _stop
