@@ -25,11 +25,12 @@ from .http_server import classify, output_labels, apply_log_settings
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
+__all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
            'UnexpectedErrors', 'rpc', 'parse_version', 'split_parameters', 'contents_bytes', 'decode_inputs',
            'requested_outputs', 'decode_infer_request', 'set_parameter', 'encode_infer_response', 'GRPCFrontend',
            'InferStream', 'StreamRequest', 'parse_restricted_protocol', 'health_service', 'KeepAliveOptions',
-           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'serve', 'GRPCService']
+           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'inference_service', 'serve',
+           'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #0baca22c
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -77,13 +78,24 @@ def _internal(self:UnexpectedErrors, where:str, e:BaseException) -> TritonError:
     return TritonError(INTERNAL_MESSAGE, 'INTERNAL')
 UnexpectedErrors.internal = _internal
 
+# %% ../nbs/08a_grpc.ipynb #0a22ba67
+UNPARSABLE = type('Unparsable', (), {'__repr__': lambda self: 'UNPARSABLE'})()
+_UNPARSABLE_STATUS = (grpc.StatusCode.INTERNAL, 'Unable to parse request')
+
+def _parser(message_class):
+    "A request deserializer that returns UNPARSABLE instead of raising."
+    def parse(data:bytes):
+        try: return message_class.FromString(data)
+        except Exception: return UNPARSABLE
+    return parse
+
 # %% ../nbs/08a_grpc.ipynb #a77c8546
 def rpc(group:str):
     "Wrap an `async` RPC handler of protocol group `group`: Triton's restriction check, then errors as gRPC statuses."
     def wrap(handler):
         @functools.wraps(handler)
         async def call(self, request, context):
-            status = self.restriction_status(group, context)
+            status = _UNPARSABLE_STATUS if request is UNPARSABLE else self.restriction_status(group, context)
             if status is None:
                 try: return await handler(self, request, context)
                 except TritonError as e: status = grpc_status(e)
@@ -488,9 +500,11 @@ def _maybe_end(self:InferStream):
 InferStream._maybe_end = _maybe_end
 
 async def _read(self:InferStream, request_iterator):
-    "Issue every request the client writes, until it closes its side (or goes away)."
+    "Issue every request the client writes, until it closes its side (or goes away, or sends bytes that do not parse)."
     try:
-        async for request in request_iterator: self.issue(request)
+        async for request in request_iterator:
+            if request is UNPARSABLE: break
+            self.issue(request)
     except Exception as e: log.debug(f'stream read ended: {e!r}')
     finally:
         self.reading = False
@@ -643,6 +657,16 @@ def server_credentials(ssl:SSLOptions):
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=root, require_client_auth=ssl.mutual)
 
 # %% ../nbs/08a_grpc.ipynb #7d5d458f
+def inference_service(frontend:GRPCFrontend):
+    "GRPCInferenceService's handlers for `frontend`, with parsers that never raise."
+    handlers = {}
+    for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
+        request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
+        kind = grpc.stream_stream_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[m.name] = kind(getattr(frontend, m.name), request_deserializer=_parser(request), response_serializer=response.SerializeToString)
+    return grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers)
+
+# %% ../nbs/08a_grpc.ipynb #a0746561
 async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_settings:dict|None=None,
                 options:GRPCOptions|None=None) -> aio.Server:
     "Start Triton's GRPCInferenceService for `server` on the running event loop (port 0: any free port)."
@@ -652,8 +676,7 @@ async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_sett
     frontend = GRPCFrontend(server, log_settings, restricted_protocols=options.restricted_protocols,
                             header_forward_pattern=options.header_forward_pattern,
                             infer_compression=_COMPRESSION[options.infer_compression_level])
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(frontend, grpc_server)
-    grpc_server.add_generic_rpc_handlers((health_service(frontend),))
+    grpc_server.add_generic_rpc_handlers((inference_service(frontend), health_service(frontend)))
     address = f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
     try: grpc_server.port = grpc_server.add_secure_port(address, credentials) if credentials else grpc_server.add_insecure_port(address)
     except RuntimeError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
