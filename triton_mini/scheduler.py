@@ -208,6 +208,7 @@ def _worker(self:Scheduler, inst:ModelInstance):
             for r in batch: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
             e.__traceback__ = None
         finally: self._running.pop(inst.name, None)
+        del batch            # an idle worker must not keep its last batch (and its tensors) alive
 Scheduler._worker = _worker
 
 # %% ../nbs/05_scheduler.ipynb #cbb8a840
