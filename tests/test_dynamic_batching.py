@@ -296,7 +296,9 @@ def test_priority_above_priority_levels_uses_the_default_level(server, probe):
     assert ids(log_of(server, 'prio')) == [['blk'], ['p7', 'p0'], ['p3a', 'p3b']]
 
 
-def test_Q1_reject_timeout_is_lazy_and_only_overrides_a_shorter_request_timeout(server, probe):
+def test_Q1_reject_timeout_at_the_deadline_and_only_overrides_a_shorter_request_timeout(server, probe):
+    # Triton 2.51 rejects an expired request only when its batcher next forms a batch (here: once the instance is
+    # free); triton_mini's reaper rejects it at its deadline, even while every instance is busy (issue 18).
     p = probe('qpol')
     with p.hold():
         blk = submit(server, 'qpol', 0, rid='blk')
@@ -304,7 +306,8 @@ def test_Q1_reject_timeout_is_lazy_and_only_overrides_a_shorter_request_timeout(
         f = [submit(server, 'qpol', 0, rid=f'f{i}') for i in range(2)]
         short = submit(server, 'qpol', 0, rid='t100ms', timeout_us=100_000)   # < default 10 s: honoured
         long = submit(server, 'qpol', 0, rid='t20s', timeout_us=20_000_000)   # > default: not an override
-        assert not short._done.wait(0.3)     # expired after 100 ms, but nothing looks at the queue while it is busy
+        assert short._done.wait(10)          # rejected while the instance is still held
+        assert not long._done.is_set()
     err = short.wait(5)[0].error
     assert (err.message, err.http_status) == ('Request timeout expired', 503)  # no [request id] prefix
     for w in [blk, long] + f: result(w)
@@ -331,7 +334,7 @@ def test_default_timeout_rejects_expired_requests(server, probe):
         blk = submit(server, 'qpol_short', 0, rid='blk')
         p.wait_started(1)
         late = submit(server, 'qpol_short', 0, rid='late')
-        assert not late._done.wait(0.15)                     # > default_timeout_microseconds 100 ms
+        assert late._done.wait(10)                           # rejected at its 100 ms deadline, the instance still held
     assert late.wait(5)[0].error.message == 'Request timeout expired'
     result(blk)
     assert ids(log_of(server, 'qpol_short')) == [['blk']]
@@ -345,6 +348,25 @@ def test_Q2_delay_moves_expired_requests_behind_the_others(server, probe):
     for w in [r0] + rest: result(w)
     (rec,) = log_of(server, 'qdelay')
     assert rec['ids'] == ['r1', 'r2', 'r3', 'r0']            # DELAY: not failed, placed last
+    assert r0.wait(5)[0].error is None
+
+
+def test_delayed_requests_stay_behind_later_arrivals(server, probe):
+    # Triton keeps DELAYed requests in a queue of their own, served after the others: one that expired (and was
+    # moved) before the others arrived must still go last.
+    p = probe('qdelay')
+    with p.hold():
+        blk = submit(server, 'qdelay', 0, rid='blk')
+        p.wait_started(1)
+        r0 = submit(server, 'qdelay', 0, rid='r0')
+        queue = p.model.scheduler._queues[1]
+        deadline = time.monotonic() + 10
+        while not (queue and queue[0].expired):              # past r0's 100 ms deadline the reaper delays it
+            assert time.monotonic() < deadline, 'r0 was not delayed'
+            time.sleep(0.01)
+        rest = [submit(server, 'qdelay', 0, rid=f'r{i}') for i in (1, 2, 3)]
+    for w in [blk, r0] + rest: result(w)
+    assert [i for rec in log_of(server, 'qdelay') for i in rec['ids']] == ['blk', 'r1', 'r2', 'r3', 'r0']
 
 
 # ---- preserve_ordering ----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_cli.ipynb #04d2e29d
 from __future__ import annotations
-import argparse, asyncio, contextlib, logging, os, signal, sys, threading, time
+import argparse, asyncio, contextlib, logging, os, re, signal, sys, threading, time
 import uvloop
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +19,9 @@ from .metrics import MetricsCollector
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'str2bool', 'build_parser', 'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
-           'example_repository', 'serve_apps', 'start_server', 'main', 'serve', 'free_port', 'wait_for_http']
+__all__ = ['log', 'str2bool', 'build_parser', 'grpc_options', 'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging',
+           'model_table', 'example_repository', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
+           'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -66,7 +67,52 @@ def build_parser() -> argparse.ArgumentParser:
     for ignored in ('--backend-directory', '--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size',
                     '--cuda-memory-pool-byte-size', '--rate-limit', '--cache-config', '--trace-config', '--metrics-config', '--buffer-manager-thread-count'):
         p.add_argument(ignored, action='append', default=[], metavar='VALUE', help=argparse.SUPPRESS)
+    _grpc_security_args(p)
     return p
+
+# %% ../nbs/10_cli.ipynb #21d67170
+_GRPC_KEEPALIVE = [('--grpc-keepalive-time', 7_200_000), ('--grpc-keepalive-timeout', 20_000),
+                   ('--grpc-http2-max-pings-without-data', 2), ('--grpc-http2-min-recv-ping-interval-without-data', 300_000),
+                   ('--grpc-http2-max-ping-strikes', 2), ('--grpc-max-connection-age', 0), ('--grpc-max-connection-age-grace', 0)]
+
+def _grpc_security_args(p:argparse.ArgumentParser):
+    "Add tritonserver's gRPC TLS, restriction, keepalive and compression flags."
+    _bool(p, '--grpc-use-ssl', False, 'serve gRPC over TLS with --grpc-server-cert/--grpc-server-key')
+    _bool(p, '--grpc-use-ssl-mutual', False, 'TLS, and require client certificates signed by --grpc-root-cert')
+    for flag, what in (('cert', 'server certificate'), ('key', 'server private key')):
+        p.add_argument(f'--grpc-server-{flag}', default='', metavar='PEM', help=f'file holding the PEM-encoded {what}')
+    p.add_argument('--grpc-root-cert', default='', metavar='PEM', help='file holding the PEM-encoded root certificate (CA of client certificates)')
+    p.add_argument('--grpc-restricted-protocol', action='append', default=[], metavar='<protocols>:<key>=<value>',
+                   help="require header 'triton-grpc-protocol-<key>: <value>' for these protocol groups (repeatable)")
+    p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
+    p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
+    p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
+    _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
+    _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
+    for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')
+
+# %% ../nbs/10_cli.ipynb #7862d1ce
+def _bad_option(flag:str, reason) -> ValueError: return ValueError(f'Bad option: "{flag}".\n{reason}')
+
+def grpc_options(args):
+    "The gRPC frontend's GRPCOptions from the flags; ValueError with tritonserver's text for a bad value."
+    from triton_mini import grpc_server as g        # gRPC is optional: imported only when served
+    restricted = {}
+    for value in args.grpc_restricted_protocol:
+        try: g.parse_restricted_protocol(value, restricted)
+        except ValueError as e: raise _bad_option('--grpc-restricted-protocol', e) from None
+    level = args.grpc_infer_response_compression_level.lower()
+    if level not in ('none', 'low', 'medium', 'high'):
+        raise _bad_option('--grpc-infer-response-compression-level', 'invalid argument for --grpc_infer_response_compression_level')
+    try: re.compile(args.grpc_header_forward_pattern)
+    except re.error as e: raise _bad_option('--grpc-header-forward-pattern', f'invalid regular expression: {e}') from None
+    ssl = g.SSLOptions(args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert, args.grpc_use_ssl_mutual) \
+          if args.grpc_use_ssl or args.grpc_use_ssl_mutual else None
+    keepalive = g.KeepAliveOptions(*[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[:2]],
+                                   args.grpc_keepalive_permit_without_calls,
+                                   *[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[2:]])
+    return g.GRPCOptions(ssl, keepalive, restricted, args.grpc_header_forward_pattern, level,
+                         args.grpc_infer_allocation_pool_size, args.reuse_grpc_port)
 
 # %% ../nbs/10_cli.ipynb #7fa90099
 def check_args(args) -> str | None:
@@ -180,6 +226,10 @@ def main(argv=None) -> int:
     if (err := check_args(args)) is not None:
         print(err, file=sys.stderr)
         return 1
+    try: grpc_opts = grpc_options(args) if args.allow_grpc else None
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 1
     ignored = [f for f in ('backend_directory', 'backend_config', 'rate_limit', 'trace_config', 'cache_config') if getattr(args, f)]
     if ignored: log.warning(f"ignoring flags triton_mini does not implement: {', '.join('--' + f.replace('_', '-') for f in ignored)}")
     log.info(f'triton_mini {triton_mini.__version__} (Triton Inference Server, CPU-only, in Python)')
@@ -195,14 +245,33 @@ def main(argv=None) -> int:
     for (what, host, _), sock in zip(listeners.values(), sockets.values()):
         log.info(f'Started {what} at {host}:{sock.getsockname()[1]}')
     http = next((app for app in listeners if isinstance(app, HTTPFrontend)), None)
-    grpc = dict(server=server, host=args.grpc_address, port=args.grpc_port,
+    grpc = dict(server=server, host=args.grpc_address, port=args.grpc_port, options=grpc_opts,
                 log_settings=http.log_settings if http is not None else None) if args.allow_grpc else None
-    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, grpc=grpc))
+    stop = _TimedStop()
+    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc))
     finally:
         log.info('Waiting for in-flight requests to complete.')
-        server.stop()
+        hung = server.stop(stop.remaining(args.exit_timeout_secs))
+    if hung: return _exit_timeout_expired(hung)
     log.info('Server stopped')
     return code
+
+# %% ../nbs/10_cli.ipynb #71a5777e
+class _TimedStop(asyncio.Event):
+    "The event that stops serve_apps, remembering when it was set (the start of the exit timeout)."
+    when = None
+    def set(self):
+        if self.when is None: self.when = time.monotonic()
+        super().set()
+    def remaining(self, budget:float) -> float:
+        return budget if self.when is None else max(budget - (time.monotonic() - self.when), 0.0)
+
+def _exit_timeout_expired(hung:list) -> int:
+    "Log tritonserver's lines for versions still executing at the end of the exit timeout; the exit code (1)."
+    log.info(f'Timeout 0: Found {len(hung)} model versions that have in-flight inferences')
+    for name, version, n in hung: log.info(f"Model '{name}' (version {version}) has {n} in-flight inferences")
+    log.error('failed to stop server: Internal - Exit timeout expired. Exiting immediately.')
+    return 1
 
 # %% ../nbs/10_cli.ipynb #3f8106e5
 def serve(server:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):

@@ -4,17 +4,19 @@
 
 # %% ../nbs/08a_grpc.ipynb #3e9960f3
 from __future__ import annotations
-import asyncio, functools, json, logging, re, threading
+import asyncio, functools, json, logging, re, threading, time
 from collections import deque
+from dataclasses import dataclass, field
 
 import grpc
 from grpc import aio
 import numpy as np
 import uvloop
+from pathlib import Path
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc, model_config_pb2
 
-from .tensors import (TritonError, DATATYPES, request_prefix, format_shape, np_dtype, wire_from_numpy,
+from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, format_shape, np_dtype, wire_from_numpy,
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop, validate_request
@@ -23,9 +25,12 @@ from .http_server import classify, output_labels, apply_log_settings
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'GRPC_STATUS', 'rpc', 'parse_version', 'split_parameters', 'contents_bytes', 'decode_inputs',
+__all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
+           'UnexpectedErrors', 'rpc', 'parse_version', 'split_parameters', 'contents_bytes', 'decode_inputs',
            'requested_outputs', 'decode_infer_request', 'set_parameter', 'encode_infer_response', 'GRPCFrontend',
-           'InferStream', 'StreamRequest', 'serve', 'GRPCService']
+           'InferStream', 'StreamRequest', 'parse_restricted_protocol', 'health_service', 'KeepAliveOptions',
+           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'inference_service', 'serve',
+           'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #0baca22c
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -34,17 +39,70 @@ GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.I
                'ALREADY_EXISTS': grpc.StatusCode.ALREADY_EXISTS, 'CANCELLED': grpc.StatusCode.CANCELLED}
 
 # %% ../nbs/08a_grpc.ipynb #ecdb8c6e
-def rpc(handler):
-    "Wrap an `async` RPC handler so that errors become Triton's gRPC statuses."
-    @functools.wraps(handler)
-    async def call(self, request, context):
-        try: return await handler(self, request, context)
-        except TritonError as e: err = e
-        except Exception as e:
-            log.exception(f'{handler.__name__} failed')
-            err = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
-        await context.abort(GRPC_STATUS[err.code], err.message)
-    return call
+def _forget(e:BaseException|None):
+    "Drop the tracebacks of `e` and of the exceptions it chains to (they keep the frames, and the requests, alive)."
+    for _ in range(8):
+        if e is None: return
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+
+def grpc_status(e:TritonError) -> tuple:
+    "(gRPC status code, details) for a TritonError, whose traceback is dropped."
+    _forget(e)
+    return GRPC_STATUS[e.code], e.message
+
+# %% ../nbs/08a_grpc.ipynb #95d89cfa
+INTERNAL_MESSAGE = 'internal error: the request could not be processed (the server log has the details)'
+
+class UnexpectedErrors:
+    "Unexpected exceptions of handlers: a traceback once per kind, then one line with a count at most every `interval` s."
+    def __init__(self, logger=log, interval:float=60.0, clock=time.monotonic):
+        self.log, self.interval, self.clock = logger, interval, clock
+        self.kinds = {}            # (where, exception type) -> [count, count when last reported, time of that report]
+        self._lock = threading.Lock()
+
+    def __repr__(self): return f'UnexpectedErrors({sum(k[0] for k in self.kinds.values())} in {len(self.kinds)} kinds)'
+
+# %% ../nbs/08a_grpc.ipynb #b149db5d
+def _internal(self:UnexpectedErrors, where:str, e:BaseException) -> TritonError:
+    "Log `e` (rate limited); returns the INTERNAL error the client gets."
+    kind, now = (where, type(e).__name__), self.clock()
+    with self._lock:
+        k = self.kinds.setdefault(kind, [0, 0, None])
+        k[0] += 1
+        first, due = k[2] is None, k[2] is not None and now - k[2] >= self.interval
+        if first or due: repeats, k[1], k[2] = k[0] - k[1], k[0], now
+    if first: self.log.error(f'{where}: unexpected {kind[1]}, answered INTERNAL', exc_info=(type(e), e, e.__traceback__))
+    elif due: self.log.error(f'{where}: unexpected {kind[1]} {repeats} more time(s) in the last {self.interval:g} s, answered INTERNAL')
+    _forget(e)
+    return TritonError(INTERNAL_MESSAGE, 'INTERNAL')
+UnexpectedErrors.internal = _internal
+
+# %% ../nbs/08a_grpc.ipynb #0a22ba67
+UNPARSABLE = type('Unparsable', (), {'__repr__': lambda self: 'UNPARSABLE'})()
+_UNPARSABLE_STATUS = (grpc.StatusCode.INTERNAL, 'Unable to parse request')
+
+def _parser(message_class):
+    "A request deserializer that returns UNPARSABLE instead of raising."
+    def parse(data:bytes):
+        try: return message_class.FromString(data)
+        except Exception: return UNPARSABLE
+    return parse
+
+# %% ../nbs/08a_grpc.ipynb #a77c8546
+def rpc(group:str):
+    "Wrap an `async` RPC handler of protocol group `group`: Triton's restriction check, then errors as gRPC statuses."
+    def wrap(handler):
+        @functools.wraps(handler)
+        async def call(self, request, context):
+            status = _UNPARSABLE_STATUS if request is UNPARSABLE else self.restriction_status(group, context)
+            if status is None:
+                try: return await handler(self, request, context)
+                except TritonError as e: status = grpc_status(e)
+                except Exception as e: status = grpc_status(self.errors.internal(handler.__name__.lstrip('_'), e))
+            await context.abort(*status)
+        return call
+    return wrap
 
 # %% ../nbs/08a_grpc.ipynb #2aec13ca
 _STOL = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
@@ -114,11 +172,10 @@ def contents_bytes(tensor, model:str) -> bytes:
     return data
 
 # %% ../nbs/08a_grpc.ipynb #06b6253c
-def _stand_in(t, spec):
-    "An array of `t`'s shape, in its datatype (the model's when `t`'s is invalid), for an input whose bytes failed."
+def _stand_in(t, spec) -> TensorHeader:
+    "The header of input `t` (the model's datatype when `t`'s is invalid), for an input whose bytes failed."
     wire = t.datatype if t.datatype in DATATYPES else spec.datatype if spec is not None else 'UINT8'
-    shape = [max(d, 0) for d in t.shape]
-    return np.full(shape, b'', dtype=object) if wire == 'BYTES' else np.zeros(shape, np_dtype(wire))
+    return TensorHeader(wire, [max(d, 0) for d in t.shape])
 
 # %% ../nbs/08a_grpc.ipynb #4c131ffb
 def _input_data(t, request, raw) -> bytes:
@@ -149,7 +206,7 @@ def decode_inputs(request, m) -> tuple:
             if t.datatype not in DATATYPES and spec is not None:
                 raise TritonError(f"{request_prefix(request.id)}inference input '{t.name}' data-type is '<invalid>', but model '{m.name}' expects '{spec.datatype}'")
             inputs[t.name] = from_binary(data, t.datatype, shape, name=t.name, model=m.name, request_id=request.id)
-        except TritonError as e: deferred, inputs[t.name] = deferred or e, _stand_in(t, spec)
+        except TritonError as e: deferred, inputs[t.name] = deferred or e.with_traceback(None), _stand_in(t, spec)
     return inputs, deferred
 
 # %% ../nbs/08a_grpc.ipynb #ecbfee0f
@@ -168,9 +225,10 @@ def requested_outputs(request) -> tuple:
     return names or None, classes
 
 # %% ../nbs/08a_grpc.ipynb #1c6715f8
-def decode_infer_request(request, m, version:int) -> tuple:
+def decode_infer_request(request, m, version:int, forwarded:dict|None=None) -> tuple:
     "(InferenceRequest, classification counts, empty-final flag) from a ModelInferRequest to model version `m`."
     user, reserved = split_parameters(request.parameters)
+    if forwarded: user.update(forwarded)   # headers matching --grpc-header-forward-pattern, as string parameters
     inputs, deferred = decode_inputs(request, m)
     outputs, classes = requested_outputs(request)
     req = InferenceRequest(request.model_name, inputs, model_version=version, id=request.id, requested_outputs=outputs,
@@ -205,45 +263,66 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, class
 # %% ../nbs/08a_grpc.ipynb #5c689f55
 class GRPCFrontend(pb_grpc.GRPCInferenceServiceServicer):
     "Triton's GRPCInferenceService over a TritonServer, for grpc.aio."
-    def __init__(self, server:TritonServer, log_settings:dict|None=None):
-        self.server = server
+    def __init__(self, server:TritonServer, log_settings:dict|None=None, *,
+                 restricted_protocols:dict|None=None,   # protocol group -> (header, value), see parse_restricted_protocol
+                 header_forward_pattern:str='',         # metadata keys matching it reach the model as parameters
+                 infer_compression=None):               # grpc.Compression for inference responses, or None
+        self.server, self.errors = server, UnexpectedErrors()
         self.log_settings = log_settings if log_settings is not None else {
             'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True, 'log_verbose_level': 0, 'log_format': 'default'}
+        self.restricted = dict(restricted_protocols or {})
+        self.forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
+        self.infer_compression = infer_compression
     def __repr__(self): return f'GRPCFrontend({self.server!r})'
+
+# %% ../nbs/08a_grpc.ipynb #1921bae4
+def _restriction_status(self:GRPCFrontend, group:str, context) -> tuple | None:
+    "None when a call of protocol `group` may proceed; else Triton's UNAVAILABLE status for a missing or wrong header."
+    if group not in self.restricted: return None
+    header, value = self.restricted[group]
+    sent = next((v for k, v in context.invocation_metadata() or () if k == header), None)   # the first value, as in Triton
+    return None if sent == value else (grpc.StatusCode.UNAVAILABLE, f"This protocol is restricted, expecting header '{header}'")
+GRPCFrontend.restriction_status = _restriction_status
+
+def _forwarded_headers(self:GRPCFrontend, context) -> dict | None:
+    "The call's metadata whose keys match the header-forward pattern, as string parameters."
+    if self.forward is None: return None
+    return {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str) and self.forward.search(k)}
+GRPCFrontend.forwarded_headers = _forwarded_headers
 
 # %% ../nbs/08a_grpc.ipynb #e8e72771
 def _message(d:dict, message):
     "A protobuf message from Triton's JSON (unknown fields are errors)."
     return json_format.ParseDict(d, message, ignore_unknown_fields=False)
 
-@rpc
+@rpc('health')
 async def _server_live(self:GRPCFrontend, request, context): return pb.ServerLiveResponse(live=self.server.is_live())
-@rpc
+@rpc('health')
 async def _server_ready(self:GRPCFrontend, request, context): return pb.ServerReadyResponse(ready=self.server.is_ready())
-@rpc
+@rpc('health')
 async def _model_ready(self:GRPCFrontend, request, context):
     return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, parse_version(request.version)))
 GRPCFrontend.ServerLive, GRPCFrontend.ServerReady, GRPCFrontend.ModelReady = _server_live, _server_ready, _model_ready
 
 # %% ../nbs/08a_grpc.ipynb #4bc2ee10
-@rpc
+@rpc('metadata')
 async def _server_metadata(self:GRPCFrontend, request, context):
     return _message(self.server.server_metadata(), pb.ServerMetadataResponse())
-@rpc
+@rpc('metadata')
 async def _model_metadata(self:GRPCFrontend, request, context):
     return _message(self.server.model_metadata(request.name, parse_version(request.version)), pb.ModelMetadataResponse())
-@rpc
+@rpc('model-config')
 async def _model_config(self:GRPCFrontend, request, context):
     cfg = self.server.model_config(request.name, parse_version(request.version))
     return pb.ModelConfigResponse(config=_message(json.loads(cfg.to_json()), model_config_pb2.ModelConfig()))
 GRPCFrontend.ServerMetadata, GRPCFrontend.ModelMetadata, GRPCFrontend.ModelConfig = _server_metadata, _model_metadata, _model_config
 
 # %% ../nbs/08a_grpc.ipynb #fc399233
-@rpc
+@rpc('statistics')
 async def _model_statistics(self:GRPCFrontend, request, context):
     stats = self.server.statistics(request.name or None, parse_version(request.version))
     return _message(stats, pb.ModelStatisticsResponse())
-@rpc
+@rpc('model-repository')
 async def _repository_index(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     return _message({'models': self.server.repository_index(ready=request.ready)}, pb.RepositoryIndexResponse())
@@ -265,7 +344,7 @@ def _load_parameters(params) -> tuple:
     return config, files or None
 
 # %% ../nbs/08a_grpc.ipynb #db7aacd6
-@rpc
+@rpc('model-repository')
 async def _repository_model_load(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     config, files = _load_parameters(request.parameters)
@@ -274,7 +353,7 @@ async def _repository_model_load(self:GRPCFrontend, request, context):
 GRPCFrontend.RepositoryModelLoad = _repository_model_load
 
 # %% ../nbs/08a_grpc.ipynb #f783560a
-@rpc
+@rpc('model-repository')
 async def _repository_model_unload(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     p = request.parameters.get('unload_dependents')
@@ -300,7 +379,7 @@ def _update_log_settings(settings:dict, request):
         settings[key] = value
 
 # %% ../nbs/08a_grpc.ipynb #7fe72357
-@rpc
+@rpc('logging')
 async def _log_settings(self:GRPCFrontend, request, context):
     if request.settings:
         try: _update_log_settings(self.log_settings, request)
@@ -315,7 +394,7 @@ GRPCFrontend.LogSettings = _log_settings
 # %% ../nbs/08a_grpc.ipynb #f92c9ac8
 _TRACE_DEFAULTS = {'trace_level': 'OFF', 'trace_rate': '1000', 'trace_count': '-1', 'log_frequency': '0', 'trace_file': '', 'trace_mode': 'triton'}
 
-@rpc
+@rpc('trace')
 async def _trace_setting(self:GRPCFrontend, request, context):
     if request.model_name and not self.server.model_ready(request.model_name):
         raise TritonError(f'Request for unknown model : {request.model_name}')
@@ -329,17 +408,17 @@ GRPCFrontend.TraceSetting = _trace_setting
 _NO_SHM = 'shared memory is not supported by triton_mini'
 
 def _shm_status(kind:str, response_type):
-    @rpc
+    @rpc('shared-memory')
     async def status(self:GRPCFrontend, request, context):
         if request.name: raise TritonError(f"Unable to find {kind} shared memory region: '{request.name}'", 'NOT_FOUND')
         return response_type()
     return status
 def _shm_unregister(response_type):
-    @rpc
+    @rpc('shared-memory')
     async def unregister(self:GRPCFrontend, request, context): return response_type()   # nothing is ever registered
     return unregister
 
-@rpc
+@rpc('shared-memory')
 async def _shm_register(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
 
 GRPCFrontend.SystemSharedMemoryStatus = _shm_status('system', pb.SystemSharedMemoryStatusResponse)
@@ -362,16 +441,17 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 # %% ../nbs/08a_grpc.ipynb #96f6895a
-@rpc
+@rpc('inference')
 async def _model_infer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    req, classes, _ = decode_infer_request(request, m, version)
+    req, classes, _ = decode_infer_request(request, m, version, self.forwarded_headers(context))
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
-    if resp.error is not None: raise resp.error
+    if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
+    if self.infer_compression is not None: context.set_compression(self.infer_compression)
     return encode_infer_response(req, resp, m, classes)
 GRPCFrontend.ModelInfer = _model_infer
 
@@ -383,8 +463,9 @@ def _is_decoupled(server:TritonServer, request) -> bool:
 
 class InferStream:
     "One ModelStreamInfer call: issues requests as they are read, queues their responses as Triton orders them."
-    def __init__(self, server:TritonServer):
+    def __init__(self, server:TritonServer, errors:UnexpectedErrors|None=None, forwarded:dict|None=None):
         self.server, self.loop, self.out = server, asyncio.get_running_loop(), asyncio.Queue()
+        self.errors, self.forwarded = errors or UnexpectedErrors(), forwarded
         self.ordered = deque()   # requests to models that are not decoupled, oldest first: they answer in this order
         self.in_flight, self.reading = 0, True
 
@@ -395,8 +476,9 @@ def _issue(self:InferStream, request):
     call = StreamRequest(self, request, _is_decoupled(self.server, request))
     if not call.decoupled: self.ordered.append(call)
     try: call.submit()
-    except TritonError as e:
-        self.write(call, pb.ModelStreamInferResponse(error_message=e.message, infer_response=pb.ModelInferResponse(id=request.id)), True)
+    except Exception as e:   # a bug must still answer its request, or the stream would never end
+        err = e if isinstance(e, TritonError) else self.errors.internal('ModelStreamInfer', e)
+        self.write(call, pb.ModelStreamInferResponse(error_message=grpc_status(err)[1], infer_response=pb.ModelInferResponse(id=request.id)), True)
 InferStream.issue = _issue
 
 # %% ../nbs/08a_grpc.ipynb #e4d48f22
@@ -418,9 +500,11 @@ def _maybe_end(self:InferStream):
 InferStream._maybe_end = _maybe_end
 
 async def _read(self:InferStream, request_iterator):
-    "Issue every request the client writes, until it closes its side (or goes away)."
+    "Issue every request the client writes, until it closes its side (or goes away, or sends bytes that do not parse)."
     try:
-        async for request in request_iterator: self.issue(request)
+        async for request in request_iterator:
+            if request is UNPARSABLE: break
+            self.issue(request)
     except Exception as e: log.debug(f'stream read ended: {e!r}')
     finally:
         self.reading = False
@@ -438,7 +522,7 @@ class StreamRequest:
     def submit(self):
         version = parse_version(self.request.model_version)
         self.m = self.stream.server.repository.get(self.request.model_name, version)
-        self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version)
+        self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded)
         self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
         self.stream.server.submit(self.req)
 
@@ -453,7 +537,9 @@ def _on_response(self:StreamRequest, resp, final:bool):
             r = encode_infer_response(self.req, resp, self.m, self.classes)
             r.parameters['triton_final_response'].bool_param = final
             message = pb.ModelStreamInferResponse(infer_response=r)
-        except TritonError as e: message = self._reply(e.message, final)
+        except Exception as e:
+            err = e if isinstance(e, TritonError) else self.stream.errors.internal('ModelStreamInfer', e)
+            message = self._reply(grpc_status(err)[1], final)
     self.stream.write(self, message, final)
 StreamRequest.on_response = _on_response
 
@@ -467,22 +553,132 @@ StreamRequest._reply = _reply
 
 # %% ../nbs/08a_grpc.ipynb #12f05048
 async def _model_stream_infer(self:GRPCFrontend, request_iterator, context):
-    stream = InferStream(self.server)
+    if (status := self.restriction_status('inference', context)) is not None: await context.abort(*status)
+    if self.infer_compression is not None: context.set_compression(self.infer_compression)
+    stream = InferStream(self.server, self.errors, self.forwarded_headers(context))
     reader = asyncio.create_task(stream.read(request_iterator))
     try:
         while (message := await stream.out.get()) is not None: yield message
     finally: reader.cancel()
 GRPCFrontend.ModelStreamInfer = _model_stream_infer
 
-# %% ../nbs/08a_grpc.ipynb #d7dfe086
-_OPTIONS = [('grpc.max_send_message_length', 2**31 - 1), ('grpc.max_receive_message_length', 2**31 - 1), ('grpc.so_reuseport', 0)]
+# %% ../nbs/08a_grpc.ipynb #d7f5ff45
+PROTOCOL_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging')
+RESTRICTED_HEADER_PREFIX = 'triton-grpc-protocol-'
 
-async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_settings:dict|None=None) -> aio.Server:
+def parse_restricted_protocol(arg:str, into:dict|None=None) -> dict:
+    "Add one `--grpc-restricted-protocol` value to {group: (header, value)}; ValueError with Triton's text if it is wrong."
+    into = {} if into is None else into
+    colon = arg.find(':')
+    equals = arg.find('=', colon + 1) if colon >= 0 else -1
+    groups, key, value = arg[:colon], arg[colon + 1:equals], arg[equals + 1:]
+    if colon < 0 or equals < 0 or not (groups and key and value):
+        raise ValueError(f"--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got {arg}")
+    for g in groups.split(','):
+        if g not in PROTOCOL_GROUPS: raise ValueError(f"unknown restricted protocol '{g}' ")
+        if g in into: raise ValueError(f"restricted protocol '{g}' can not be specified in multiple config groups")
+        into[g] = (RESTRICTED_HEADER_PREFIX + key, value)
+    return into
+
+# %% ../nbs/08a_grpc.ipynb #080219fc
+_SERVING, _NOT_SERVING = b'\x08\x01', b'\x08\x02'   # grpc.health.v1.HealthCheckResponse, field 1 = ServingStatus
+
+@rpc('health')
+async def _health_check(self:GRPCFrontend, request:bytes, context) -> bytes:
+    return _SERVING if self.server.is_ready() else _NOT_SERVING
+GRPCFrontend.HealthCheck = _health_check
+
+def health_service(frontend:GRPCFrontend):
+    "The `grpc.health.v1.Health` service (Check only, as in Triton) for a frontend."
+    check = grpc.unary_unary_rpc_method_handler(frontend.HealthCheck, request_deserializer=bytes, response_serializer=bytes)
+    return grpc.method_handlers_generic_handler('grpc.health.v1.Health', {'Check': check})
+
+# %% ../nbs/08a_grpc.ipynb #d7dfe086
+@dataclass
+class KeepAliveOptions:
+    "gRPC keepalive settings, with Triton's defaults (0: unset)."
+    keepalive_time_ms: int = 7_200_000
+    keepalive_timeout_ms: int = 20_000
+    keepalive_permit_without_calls: bool = False
+    http2_max_pings_without_data: int = 2
+    http2_min_recv_ping_interval_without_data_ms: int = 300_000
+    http2_max_ping_strikes: int = 2
+    max_connection_age_ms: int = 0
+    max_connection_age_grace_ms: int = 0
+
+@dataclass
+class SSLOptions:
+    "TLS for the gRPC endpoint: PEM files; `mutual` also requires client certificates signed by `root_cert`."
+    server_cert: str = ''
+    server_key: str = ''
+    root_cert: str = ''
+    mutual: bool = False
+
+@dataclass
+class GRPCOptions:
+    "Everything `--grpc-*` configures beyond the address and port."
+    ssl: SSLOptions | None = None
+    keepalive: KeepAliveOptions = field(default_factory=KeepAliveOptions)
+    restricted_protocols: dict = field(default_factory=dict)   # group -> (header, value)
+    header_forward_pattern: str = ''
+    infer_compression_level: str = 'none'                      # none, low, medium, high
+    infer_allocation_pool_size: int = 8                        # accepted; no effect
+    reuse_port: bool = False
+
+# %% ../nbs/08a_grpc.ipynb #44800d89
+_MAX_MESSAGE = 2**31 - 1   # Triton's MAX_GRPC_MESSAGE_SIZE: gRPC's default is 4 MB
+_KEEPALIVE_ARGS = {'keepalive_time_ms': 'grpc.keepalive_time_ms', 'keepalive_timeout_ms': 'grpc.keepalive_timeout_ms',
+                   'keepalive_permit_without_calls': 'grpc.keepalive_permit_without_calls',
+                   'http2_max_pings_without_data': 'grpc.http2.max_pings_without_data',
+                   'http2_min_recv_ping_interval_without_data_ms': 'grpc.http2.min_ping_interval_without_data_ms',
+                   'http2_max_ping_strikes': 'grpc.http2.max_ping_strikes',
+                   'max_connection_age_ms': 'grpc.max_connection_age_ms', 'max_connection_age_grace_ms': 'grpc.max_connection_age_grace_ms'}
+_COMPRESSION = {'none': None, 'low': grpc.Compression.Gzip, 'medium': grpc.Compression.Gzip, 'high': grpc.Compression.Gzip}
+
+def channel_args(options:GRPCOptions) -> list:
+    "The grpc core channel arguments of `options` (connection age only when set, as in Triton)."
+    args = [('grpc.max_send_message_length', _MAX_MESSAGE), ('grpc.max_receive_message_length', _MAX_MESSAGE),
+            ('grpc.so_reuseport', int(options.reuse_port))]
+    for name, arg in _KEEPALIVE_ARGS.items():
+        value = int(getattr(options.keepalive, name))
+        if value or not name.startswith('max_connection_age'): args.append((arg, value))
+    return args
+
+# %% ../nbs/08a_grpc.ipynb #8c0b1fac
+def _read_pem(path:str, flag:str) -> bytes:
+    if not path: raise OSError(f'{flag} is required with --grpc-use-ssl')
+    try: return Path(path).read_bytes()
+    except OSError as e: raise OSError(f"failed to read {flag} '{path}': {e.strerror}") from None
+
+def server_credentials(ssl:SSLOptions):
+    "grpc's TLS server credentials for `ssl`; OSError naming the flag when a file is missing."
+    key, cert = _read_pem(ssl.server_key, '--grpc-server-key'), _read_pem(ssl.server_cert, '--grpc-server-cert')
+    root = _read_pem(ssl.root_cert, '--grpc-root-cert') if ssl.root_cert or ssl.mutual else None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=root, require_client_auth=ssl.mutual)
+
+# %% ../nbs/08a_grpc.ipynb #7d5d458f
+def inference_service(frontend:GRPCFrontend):
+    "GRPCInferenceService's handlers for `frontend`, with parsers that never raise."
+    handlers = {}
+    for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
+        request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
+        kind = grpc.stream_stream_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[m.name] = kind(getattr(frontend, m.name), request_deserializer=_parser(request), response_serializer=response.SerializeToString)
+    return grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers)
+
+# %% ../nbs/08a_grpc.ipynb #a0746561
+async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_settings:dict|None=None,
+                options:GRPCOptions|None=None) -> aio.Server:
     "Start Triton's GRPCInferenceService for `server` on the running event loop (port 0: any free port)."
-    grpc_server = aio.server(options=_OPTIONS)
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(GRPCFrontend(server, log_settings), grpc_server)
+    options = options or GRPCOptions()
+    credentials = server_credentials(options.ssl) if options.ssl is not None else None
+    grpc_server = aio.server(options=channel_args(options))
+    frontend = GRPCFrontend(server, log_settings, restricted_protocols=options.restricted_protocols,
+                            header_forward_pattern=options.header_forward_pattern,
+                            infer_compression=_COMPRESSION[options.infer_compression_level])
+    grpc_server.add_generic_rpc_handlers((inference_service(frontend), health_service(frontend)))
     address = f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
-    try: grpc_server.port = grpc_server.add_insecure_port(address)
+    try: grpc_server.port = grpc_server.add_secure_port(address, credentials) if credentials else grpc_server.add_insecure_port(address)
     except RuntimeError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
     await grpc_server.start()
     return grpc_server
@@ -490,14 +686,14 @@ async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_sett
 # %% ../nbs/08a_grpc.ipynb #b554bb9c
 class GRPCService:
     "Serve a TritonServer over gRPC in a background thread (port 0: any free port)."
-    def __init__(self, server:TritonServer, host:str='127.0.0.1', port:int=0, grace:float=5):
-        self.server, self.host, self.port, self.grace = server, host, port, grace
+    def __init__(self, server:TritonServer, host:str='127.0.0.1', port:int=0, grace:float=5, options:GRPCOptions|None=None):
+        self.server, self.host, self.port, self.grace, self.options = server, host, port, grace, options
         self._thread = self._loop = self._stopping = self._error = None
 
     def start(self):
         ready = threading.Event()
         async def main():
-            try: grpc_server = await serve(self.server, self.host, self.port)
+            try: grpc_server = await serve(self.server, self.host, self.port, options=self.options)
             except BaseException as e: self._error = e; ready.set(); return
             self.port, self._loop, self._stopping = grpc_server.port, asyncio.get_running_loop(), asyncio.Event()
             ready.set()

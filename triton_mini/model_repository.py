@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_model_repository.ipynb #52e68bc5
 from __future__ import annotations
-import logging, os, tempfile, threading
+import logging, os, tempfile, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,9 +230,11 @@ def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reas
     t.start()
 ModelRepository._retire = _retire
 
-def _wait_for_unloads(self:ModelRepository, timeout:float|None=None):
-    "Wait until the versions being unloaded are gone (tests, and shutdown)."
-    for t in list(self._unloading): t.join(timeout)
+def _wait_for_unloads(self:ModelRepository, timeout:float|None=None) -> bool:
+    "Wait until the versions being unloaded are gone, at most `timeout` s in all (tests, and shutdown); True if they are."
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for t in list(self._unloading): t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+    return not any(t.is_alive() for t in self._unloading)
 ModelRepository.wait_for_unloads = _wait_for_unloads
 
 def _publish(self:ModelRepository):
@@ -438,9 +440,13 @@ def _start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Eve
 ModelRepository.start_polling = _start_polling
 
 # %% ../nbs/02_model_repository.ipynb #81090d03
-def _unload_all(self:ModelRepository):
-    "Unload every model and wait (server shutdown)."
+def _unload_all(self:ModelRepository, timeout:float|None=None) -> list:
+    "Unload every model at once, waiting at most `timeout` s in all; returns [(name, version, handle)] that did not finish cleanly."
     with self._lock:
-        for name in list(self.models): self._unload(name, wait=True)
-    self.wait_for_unloads()
+        retiring = [(e, v, st.handle) for e in self.models.values() for v, st in e.versions.items() if st.state == READY]
+        for _, _, h in retiring:
+            if timeout is not None and hasattr(h, 'unload_timeout'): h.unload_timeout = timeout
+        for name in list(self.models): self._unload(name)
+    self.wait_for_unloads(None if timeout is None else timeout + 0.5)
+    return [(e.name, v, h) for e, v, h in retiring if getattr(h, 'abandoned', None) or e.versions.get(v) and e.versions[v].state == UNLOADING]
 ModelRepository.unload_all = _unload_all

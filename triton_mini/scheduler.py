@@ -4,8 +4,9 @@
 
 # %% ../nbs/05_scheduler.ipynb #323777d5
 from __future__ import annotations
-import bisect, logging, threading, time
+import bisect, heapq, logging, threading, time, traceback
 from collections import deque
+from pathlib import Path
 import numpy as np
 from dataclasses import dataclass, field
 
@@ -17,8 +18,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'create_instances', 'Duration', 'ModelStatistics', 'next_batch',
-           'batch_key', 'Scheduler', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'OrderedDelivery',
-           'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary']
+           'batch_key', 'Scheduler', 'execute_failure', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter',
+           'OrderedDelivery', 'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals',
+           'batching_summary']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -138,7 +140,9 @@ class Scheduler:
         self.config, self.instances, self.clock = config, list(instances), clock
         self.stats = stats or ModelStatistics()
         self.batching = config.max_batch_size > 0
-        self._cond, self._stopping, self._threads = threading.Condition(), False, []
+        self._lock = threading.RLock()
+        self._cond, self._stopping, self._threads = threading.Condition(self._lock), False, []
+        self._running = {}       # instance name -> the batch it is executing
         self._init_queue()
 
     def start(self):
@@ -151,6 +155,18 @@ class Scheduler:
     def __repr__(self): return f'{type(self).__name__}({self.config.name!r}, instances={len(self.instances)})'
 
 # %% ../nbs/05_scheduler.ipynb #601bbd77
+def execute_failure(inst:ModelInstance, e:BaseException) -> TritonError:
+    "Triton's INTERNAL error for an exception that escaped `execute`: type, message, the model's own frames."
+    args = getattr(inst, 'args', None)
+    model_dir = Path(args.model_dir) if args is not None else None
+    dirs = {str(model_dir), str(model_dir / str(args.model_version))} if args is not None else set()
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).parent) in dirs]
+    e.__traceback__ = None                     # its frames hold the batch's requests
+    text = f"Failed to process the request(s) for model '{inst.name}', message: {type(e).__name__}: {str(e) or '<EMPTY MESSAGE>'}"
+    if frames: text += '\n\nAt:\n' + ''.join(f'  {f.filename}({f.lineno}): {f.name}\n' for f in reversed(frames))
+    return TritonError(text, 'INTERNAL')
+
+# %% ../nbs/05_scheduler.ipynb #f6d3eeeb
 def _run(self:Scheduler, inst:ModelInstance, batch:list):
     "Execute one batch on `inst`, record statistics, deliver the responses."
     start = self.clock()
@@ -159,37 +175,81 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     try: responses = inst.execute(batch)
     except Exception as e:
         inst.failed, responses = True, [InferenceResponse(error=TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))] * len(batch)
+    except BaseException as e:   # SystemExit, KeyboardInterrupt, ...: the batch fails, the instance serves on
+        inst.failed, inst.timing = True, None
+        responses = [InferenceResponse(error=execute_failure(inst, e))] * len(batch)
     end = self.clock()
     timing = getattr(inst, 'timing', None) or (0, end - start, 0)
-    self.stats.record_batch(batch, timing, not getattr(inst, 'failed', False), end)
+    failed = getattr(inst, 'failed', False)
+    self.stats.record_batch(batch, timing, not failed, end)
+    if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses): _deliver(r, resp)
 Scheduler._run = _run
 
+def _log_failure(inst:ModelInstance, batch:list, responses):
+    "Log a failed execution with the error its requests get (as Triton's Python stub does)."
+    err = next((r.error for r in responses or () if r is not None and r.error is not None), None)
+    log.error(err.message if err is not None else f"execution of a batch of {len(batch)} request(s) failed on '{inst.name}'")
+
 def _deliver(req:InferenceRequest, resp:InferenceResponse):
     "Send the final response of `req`; a failing callback is logged, never raised into the worker."
+    if req.done: return
     try: req.send(resp, True)
     except Exception: log.exception(f"failed to deliver the response of request '{req.id}' for model '{req.model_name}'")
 
+# %% ../nbs/05_scheduler.ipynb #552ea077
 def _worker(self:Scheduler, inst:ModelInstance):
-    while (batch := self._take()) is not None: self._run(inst, batch)
+    while (batch := self._take()) is not None:
+        self._running[inst.name] = batch
+        try: self._run(inst, batch)
+        except BaseException as e:
+            log.exception(f"scheduler of model '{self.config.name}' failed to run a batch on '{inst.name}'")
+            for r in batch: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
+            e.__traceback__ = None
+        finally: self._running.pop(inst.name, None)
+        del batch            # an idle worker must not keep its last batch (and its tensors) alive
 Scheduler._worker = _worker
 
-# %% ../nbs/05_scheduler.ipynb #f6d3eeeb
-def _stop(self:Scheduler, timeout:float|None=None):
-    "Refuse new requests, let the workers drain the queue, and wait for them."
+# %% ../nbs/05_scheduler.ipynb #a1209fc6
+class SchedulerStopped(TritonError):
+    "A request reached a scheduler that stopped (its version is being unloaded): the caller may look again."
+
+def _stop(self:Scheduler, timeout:float|None=None) -> list:
+    "Refuse new requests, let the workers drain the queue (for at most `timeout` s); returns the instances abandoned."
     with self._cond:
         self._stopping = True
         self._cond.notify_all()
-    for t in self._threads: t.join(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for t in self._threads: t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+    alive = [(t, inst) for t, inst in zip(self._threads, self.instances) if t.is_alive()]
+    for t, inst in alive:
+        if inst.name not in self._running: t.join(0.5)   # idle, on its way out: not hung
+    stuck = [inst for t, inst in alive if t.is_alive()]
+    if stuck: self._abandon(stuck, timeout)
+    return stuck
 Scheduler.stop = _stop
-
-class SchedulerStopped(TritonError):
-    "A request reached a scheduler that stopped (its version is being unloaded): the caller may look again."
 
 def _accepting(self:Scheduler, req:InferenceRequest):
     if self._stopping: raise SchedulerStopped(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
 Scheduler._check_accepting = _accepting
+
+# %% ../nbs/05_scheduler.ipynb #bba39f05
+def _abandon(self:Scheduler, stuck:list, timeout):
+    "Fail the queued requests and those of the hung executions; log which instances are left behind."
+    with self._cond: queued = self._drain()
+    now = self.clock()
+    unloaded = TritonError(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
+    for r in queued:
+        self.stats.record_request(r, False, now, 'OTHER')
+        _deliver(r, InferenceResponse(error=unloaded))
+    for inst in stuck:
+        log.error(f"instance '{inst.name}' of model '{self.config.name}' did not finish its execute within {timeout:g} s "
+                  "of the stop: abandoned (its thread keeps running)")
+        hung = TritonError(f"model '{self.config.name}' stopped while this request was executing on '{inst.name}', "
+                           f"which did not return within {timeout:g} s", 'UNAVAILABLE')
+        for r in self._running.get(inst.name, ()): _deliver(r, InferenceResponse(error=hung))
+Scheduler._abandon = _abandon
 
 # %% ../nbs/05_scheduler.ipynb #0e55aae9
 class DefaultScheduler(Scheduler):
@@ -213,6 +273,12 @@ class DefaultScheduler(Scheduler):
                 finally: self._idle -= 1
             self.stats.pending -= 1
             return [self._queue.popleft()]
+
+    def _drain(self) -> list:
+        "Remove and return every queued request (the lock is held)."
+        out, self._queue = list(self._queue), deque()
+        self.stats.pending -= len(out)
+        return out
 
 # %% ../nbs/05_scheduler.ipynb #e42ac431
 class ResponseWaiter:
@@ -275,6 +341,7 @@ class DynamicBatcher(Scheduler):
         self._queues = {lvl: deque() for lvl in range(1, self.levels + 1)}
         self._policies = {lvl: _policy(db, lvl) for lvl in self._queues}
         self.ordering = OrderedDelivery() if db.preserve_ordering else None
+        self._reaper = None      # (Condition, deadline heap) once started, for policies with a timeout
 
     def key(self, req): return batch_key(req, self.ragged, self.config.max_batch_size > 0)
 
@@ -314,10 +381,19 @@ def _db_enqueue(self:DynamicBatcher, req:InferenceRequest):
             self.stats.record_request(req, False, self.clock(), 'REJECTED')
             raise TritonError(f"[request id: {req.id or '<id_unknown>'}] Exceeds maximum queue size", 'UNAVAILABLE')
         if self.ordering is not None: self.ordering.wrap(req)   # only accepted requests take a place in the order
-        self._queues[lvl].append(_Queued(req, self.key(req), self._deadline(req, policy)))
+        entry, q = _Queued(req, self.key(req), self._deadline(req, policy)), self._queues[lvl]
+        if q and q[-1].expired: q.insert(_delayed_start(q), entry)   # DELAYed requests stay behind all others
+        else: q.append(entry)
         self.stats.pending += 1
         self._cond.notify()
+        if entry.deadline is not None and self._reaper is not None: self._reaper_due(entry.deadline)
 DynamicBatcher.enqueue = _db_enqueue
+
+def _delayed_start(q) -> int:
+    "Index of the first DELAYed (expired) entry: they are all at the end of a queue (Triton's delayed queue)."
+    i = len(q)
+    while i and q[i - 1].expired: i -= 1
+    return i
 
 # %% ../nbs/05_scheduler.ipynb #e7402282
 def _expire(self:DynamicBatcher, now:int):
@@ -378,6 +454,42 @@ def _reject_timeout(self:DynamicBatcher, req, now):
     self.stats.record_request(req, False, now, 'REJECTED')
     _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
 DynamicBatcher._reject_timeout = _reject_timeout
+
+def _db_drain(self:DynamicBatcher) -> list:
+    "Remove and return every queued request (the lock is held)."
+    out = [e.req for q in self._queues.values() for e in q]
+    for q in self._queues.values(): q.clear()
+    self.stats.pending -= len(out)
+    return out
+DynamicBatcher._drain = _db_drain
+
+# %% ../nbs/05_scheduler.ipynb #a7046b9a
+def _db_start(self:DynamicBatcher):
+    "Start the workers, and the reaper when some queue policy has a timeout."
+    Scheduler.start(self)
+    if any(p is not None and p.default_timeout_microseconds for p in self._policies.values()):
+        self._reaper = (threading.Condition(self._lock), [])
+        threading.Thread(target=self._reap, name=f'triton_mini:{self.config.name}:reaper', daemon=True).start()
+    return self
+DynamicBatcher.start = _db_start
+
+def _reaper_due(self:DynamicBatcher, deadline:int):
+    "Tell the reaper about a deadline (the lock is held); it is woken only if that is its earliest."
+    cond, heap = self._reaper
+    heapq.heappush(heap, deadline)
+    if heap[0] == deadline: cond.notify()
+DynamicBatcher._reaper_due = _reaper_due
+
+def _reap(self:DynamicBatcher):
+    "Reject (or delay) expired requests at their deadlines, until the batcher stops."
+    cond, heap = self._reaper
+    with self._lock:
+        while not self._stopping:
+            now = self.clock()
+            while heap and heap[0] <= now: heapq.heappop(heap)
+            for r in self._expire(now): self._reject_timeout(r, now)
+            cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
+DynamicBatcher._reap = _reap
 
 # %% ../nbs/05_scheduler.ipynb #6aa71666
 def create_scheduler(config:ModelConfig, instances:list, stats:ModelStatistics|None=None) -> Scheduler | DynamicBatcher:

@@ -46,6 +46,7 @@ class LoadedModel:
     scheduler: object
     stats: ModelStatistics
     instances: list = field(default_factory=list)
+    unload_timeout: float = 30.0          # how long `unload` waits for executions (tritonserver's --exit-timeout-secs)
 
     def __post_init__(self):
         self.name, self.batching = self.config.name, self.config.max_batch_size > 0
@@ -56,10 +57,12 @@ class LoadedModel:
         self.output_names = [o.name for o in self.config.output]
         self._output_set = set(self.output_names)
 
-    def unload(self):
-        "Stop the scheduler (queued requests still run), then finalize the instances."
-        self.scheduler.stop()
-        for inst in self.instances: inst.finalize()
+    def unload(self, timeout:float|None=None) -> list:
+        "Stop the scheduler (queued requests still run, for at most `timeout` s), finalize the instances; returns those abandoned."
+        self.abandoned = self.scheduler.stop(self.unload_timeout if timeout is None else timeout) or []
+        for inst in self.instances:
+            if inst not in self.abandoned: inst.finalize()   # never under the feet of an execute that may still run
+        return self.abandoned
 
     def __repr__(self): return f'LoadedModel({self.name!r}, version={self.version}, backend={self.backend!r})'
 
@@ -260,12 +263,18 @@ def _start(self:TritonServer, poll_interval_s:float=15.0) -> dict:
     return failures
 TritonServer.start = _start
 
-def _stop(self:TritonServer):
-    "Stop polling and unload every model (in-flight requests finish first)."
+def _stop(self:TritonServer, timeout:float|None=None) -> list:
+    "Stop polling and unload every model (in-flight requests finish first, for at most `timeout` s); returns what hung."
     if self._poller is not None: self._poller.set()
-    self.repository.unload_all()
+    stuck = self.repository.unload_all(timeout)
     self._started = False
+    return [(name, v, _in_flight(h)) for name, v, h in stuck]
 TritonServer.stop = _stop
+
+def _in_flight(handle) -> int:
+    "Requests still executing in a version's instances."
+    running = getattr(getattr(handle, 'scheduler', None), '_running', None) or {}
+    return sum(len(batch) for batch in list(running.values()))
 
 TritonServer.__enter__ = lambda self: (self.start(), self)[1]
 TritonServer.__exit__ = lambda self, *exc: self.stop()

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['DATATYPES', 'TritonError', 'request_prefix', 'DataType', 'wire_to_config', 'config_to_wire', 'np_dtype',
-           'element_size', 'wire_from_numpy', 'element_count', 'format_shape', 'full_shape', 'shape_matches',
-           'apply_reshape', 'from_json_data', 'to_json_data', 'json_dumps', 'serialize_byte_tensor',
-           'deserialize_bytes_tensor', 'from_binary', 'to_binary', 'byte_size']
+           'element_size', 'wire_from_numpy', 'element_count', 'format_shape', 'wrap_int64', 'TensorHeader',
+           'full_shape', 'shape_matches', 'apply_reshape', 'from_json_data', 'to_json_data', 'json_dumps',
+           'serialize_byte_tensor', 'deserialize_bytes_tensor', 'from_binary', 'to_binary', 'byte_size']
 
 # %% ../nbs/01_tensors.ipynb #1e26b7dc
 from array import array
@@ -106,6 +106,32 @@ def format_shape(shape:list)->str:
     "A shape as Triton writes it in messages: `[-1,4]`, no spaces."
     return '[' + ','.join(map(str, shape)) + ']'
 
+# %% ../nbs/01_tensors.ipynb #63c1474c
+def wrap_int64(n:int)->int:
+    "`n` as C++ `int64_t` arithmetic leaves it (Triton's element counts and byte sizes wrap around)."
+    return (n + 2**63) % 2**64 - 2**63
+
+# %% ../nbs/01_tensors.ipynb #c8627247
+class TensorHeader:
+    "A tensor's datatype and shape without its data: what request validation looks at, for no memory."
+    __slots__ = ('wire', 'dtype', 'shape')
+    def __init__(self, datatype:str, shape):
+        self.wire, self.dtype, self.shape = datatype, np_dtype(datatype), tuple(int(d) for d in shape)
+    @property
+    def ndim(self)->int: return len(self.shape)
+    def reshape(self, shape)->'TensorHeader': return TensorHeader(self.wire, shape)
+    def __repr__(self): return f'TensorHeader({self.wire!r}, {format_shape(self.shape)})'
+
+# %% ../nbs/01_tensors.ipynb #8f329efa
+_NUMPY_MAX_DIMS = 64
+
+def _check_holdable(shape, itemsize:int, name:str, model:str, request_id:str):
+    "Raise a TritonError for a shape no numpy array can have."
+    size = math.prod(max(int(d), 1) for d in shape) * max(itemsize, 1)
+    if len(shape) > _NUMPY_MAX_DIMS or size >= 2**63:
+        raise TritonError(f"{request_prefix(request_id)}input '{name}' for model '{model}' has shape {format_shape(list(shape))}, "
+                          f"which triton_mini cannot hold (at most {_NUMPY_MAX_DIMS} dimensions and 2**63 bytes)")
+
 # %% ../nbs/01_tensors.ipynb #71eec67a
 def full_shape(dims:list, max_batch_size:int)->list:
     "The shape clients must send (and model metadata shows): `[-1, *dims]` when the model batches."
@@ -178,14 +204,15 @@ def _to_array(values, kind, dtype, shape):
 def _string_count_error(got, expected, name, model, request_id):
     "Triton's 400 for a BYTES tensor whose element count does not match its shape."
     if got > expected:
-        return TritonError(f"{request_prefix(request_id)}unexpected number of string elements {expected + 1} "
+        return TritonError(f"{request_prefix(request_id)}unexpected number of string elements {max(expected, 0) + 1} "
                            f"for inference input '{name}' for model '{model}', expecting {expected}")
     return TritonError(f"{request_prefix(request_id)}expected {expected} string elements "
                        f"for inference input '{name}' for model '{model}', got {got}")
 
 # %% ../nbs/01_tensors.ipynb #5058cc37
-def _object_array(elements:list, shape:list)->np.ndarray:
+def _object_array(elements:list, shape:list, name:str='', model:str='', request_id:str='')->np.ndarray:
     "An object array of `shape` holding `elements` (np.array would try to look inside them)."
+    _check_holdable(shape, 8, name, model, request_id)
     arr = np.empty(len(elements), dtype=object)
     arr[:] = elements
     return arr.reshape(shape)
@@ -198,13 +225,14 @@ def _bytes_from_json(data, count, shape, name, model, request_id):
     values = list(_leaves(data))
     if not all(isinstance(v, str) for v in values): raise TritonError(_BYTES_JSON_ERROR, 'INTERNAL')
     if len(values) != count: raise _string_count_error(len(values), count, name, model, request_id)
-    return _object_array([v.encode('utf-8', 'surrogateescape') for v in values], shape)
+    return _object_array([v.encode('utf-8', 'surrogateescape') for v in values], shape, name, model, request_id)
 
 # %% ../nbs/01_tensors.ipynb #c28928bd
 _FAST_TYPES = {'bool': {bool}, 'int': {int}, 'uint': {int}, 'fp': {int, float}}
 
 def _numbers_from_json(data, kind, dtype, count, shape):
     "Fast path for a flat list of plain values of the right count; else the checked walk."
+    if count == 0: _check_holdable(shape, dtype.itemsize, '', '', '')   # only a zero-element shape can be huge here
     if len(data) == count and set(map(type, data)) <= _FAST_TYPES[kind]:
         try: return _to_array(data, kind, dtype, shape)
         except OverflowError: pass  # an int outside int64/uint64: let the checked walk name the error
@@ -308,7 +336,7 @@ def _split_bytes(buf, expected, name, model, request_id)->list:
         if len(mv) - pos < 4:
             raise TritonError(f"{request_prefix(request_id)}incomplete string length indicator for inference input '{name}' for model '{model}', "
                               f"expecting 4 bytes but only {len(mv) - pos} bytes available. Please make sure the string length indicator is in one buffer.")
-        if expected is not None and len(out) == expected: raise _string_count_error(len(out) + 1, expected, name, model, request_id)
+        if expected is not None and len(out) >= expected: raise _string_count_error(len(out) + 1, expected, name, model, request_id)
         n = struct.unpack_from('<I', mv, pos)[0]
         if pos + 4 + n > len(mv): short = (n, len(mv) - pos - 4)
         out.append(bytes(mv[pos + 4:pos + 4 + n])); pos += 4 + n
@@ -335,12 +363,13 @@ def from_binary(buf,                 # The tensor's bytes (bytes, bytearray or m
                )->np.ndarray:        # Read-only zero-copy view (BYTES: an object array of bytes)
     "Decode a binary tensor (Triton's binary tensor data extension)."
     dt = _lookup(datatype, name)
-    count = element_count(shape)
+    count = wrap_int64(element_count(shape))   # Triton's int64 arithmetic, also in the messages
     if dt.itemsize is None:
-        return _object_array(_split_bytes(buf, count, name, model, request_id), shape)
-    nbytes = memoryview(buf).nbytes
-    if nbytes != count * dt.itemsize:
-        raise TritonError(f"{request_prefix(request_id)}input byte size mismatch for input '{name}' for model '{model}'. Expected {count * dt.itemsize}, got {nbytes}")
+        return _object_array(_split_bytes(buf, count, name, model, request_id), shape, name, model, request_id)
+    nbytes, expected = memoryview(buf).nbytes, wrap_int64(count * dt.itemsize)
+    if nbytes != expected:
+        raise TritonError(f"{request_prefix(request_id)}input byte size mismatch for input '{name}' for model '{model}'. Expected {expected}, got {nbytes}")
+    _check_holdable(shape, dt.itemsize, name, model, request_id)
     return np.frombuffer(buf, dtype=_LITTLE[dt.wire]).reshape(shape)
 
 # %% ../nbs/01_tensors.ipynb #8a2d35da
