@@ -433,9 +433,10 @@ def is_model_ready(model_name:str, model_version:str='') -> bool:
 
 def load_model(model_name:str, config:str='', files:dict|None=None):
     "Load (or reload) a model, optionally with a JSON config override and override files (explicit mode)."
+    files = {k[len('file:'):]: v for k, v in (files or {}).items() if k.startswith('file:')}   # Triton's keys: 'file:1/model.py'
     try:
         check_model_name(model_name)
-        _server('load_model').load_model(model_name, config=config or None, files=files)
+        _server('load_model').load_model(model_name, config=config or None, files=files or None)
     except CoreError as e: raise TritonModelException(e.message) from None
 
 def unload_model(model_name:str, unload_dependents:bool=False):
