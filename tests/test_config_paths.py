@@ -281,3 +281,20 @@ def test_triton_2_51_reads_labels_outside_the_model_folder(both):
         status, _, text = http(mini.http_port, 'POST', '/v2/models/add_sub/infer', body)
         assert json.loads(text)['outputs'][0]['data'] == ['10.000000:1', '6.000000:3']      # still the model without labels
     finally: load_over_http(real.http_port, add_sub_config())
+
+
+def test_classification_uses_the_labels_read_at_load(tmp_path, tmpdir_for_overrides):
+    "An absolute label path is `<model>/etc/...` at load; classification must not re-read it as `/etc/...` later."
+    repo = make_repo(tmp_path / 'models')
+    outside = repo / 'elsewhere' / 'labels.txt'
+    outside.write_text('SECRET0\nSECRET1\nSECRET2\nSECRET3\n')
+    model_py = (repo / 'add_sub' / '1' / 'model.py').read_bytes()
+    mini = MiniTriton(repo, model_control_mode='explicit')
+    try:
+        files = {'1/model.py': model_py, str(outside).lstrip('/'): b'own0\nown1\nown2\nown3\n'}   # the joined path exists
+        mini.server.load_model('add_sub', config=json.dumps(with_label(str(outside))), files=files)
+        body = {'inputs': [{'name': n, 'datatype': 'FP32', 'shape': [1, 4], 'data': [1, 5, 2, 3]} for n in ('INPUT0', 'INPUT1')],
+                'outputs': [{'name': 'OUTPUT0', 'parameters': {'classification': 1}}]}
+        status, _, text = http(mini.http_port, 'POST', '/v2/models/add_sub/infer', body)
+        assert status == 200 and json.loads(text)['outputs'][0]['data'] == ['10.000000:1:own1']
+    finally: mini.stop()
