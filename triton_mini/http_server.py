@@ -340,10 +340,8 @@ async def _infer(self:HTTPFrontend, name, version, body, headers) -> Response:
 HTTPFrontend._infer = _infer
 
 def output_labels(m):
-    "Classification labels per output (label_filename, one label per line), cached on the model."
-    if not hasattr(m, '_label_cache'):
-        m._label_cache = {o.name: (m.model_dir / o.label_filename).read_text().splitlines() for o in m.config.output if o.label_filename}
-    return m._label_cache
+    "Classification labels per output: read by the core when the version loaded, inside its model folder."
+    return m.labels
 
 # %% ../nbs/08_http.ipynb #a8115842
 async def _raw_infer(self:HTTPFrontend, name, version, body) -> Response:

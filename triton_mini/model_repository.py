@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_model_repository.ipynb #52e68bc5
 from __future__ import annotations
-import logging, os, tempfile, threading, time
+import logging, os, shutil, tempfile, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,9 +16,63 @@ from .tensors import TritonError
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'find_models', 'version_dirs', 'select_versions',
+__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'model_path',
+           'config_paths', 'check_config_paths', 'op_library_path', 'find_models', 'version_dirs', 'select_versions',
            'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
            'model_fingerprint', 'dependencies']
+
+# %% ../nbs/02_model_repository.ipynb #6769e601
+_SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
+
+def check_model_name(name:str) -> str:
+    "Refuse a model name that is empty or could leave the repository, with Triton's messages; returns `name`."
+    trimmed = name.strip(_SPACE)
+    if not trimmed: raise TritonError('Model name cannot be empty. Please enter a valid name to deploy.', 'INVALID_ARG')
+    if trimmed in ('.', '..') or '/' in name or '\x00' in name or (os.altsep and os.altsep in name):
+        raise TritonError(f"invalid model name '{name}', model name must not contain path traversal characters", 'INVALID_ARG')
+    return name
+
+def _safe_dir_name(name:str) -> bool:
+    "Whether a folder found in a repository may serve as a model (an unsafe one is logged and skipped)."
+    try: check_model_name(name); return True
+    except TritonError as e: log.error(f"failed to poll model directory '{name}': {e.message}"); return False
+
+# %% ../nbs/02_model_repository.ipynb #00ad0a1f
+def model_path(model_dir:Path, *parts:str, what:str='path') -> Path:
+    "`model_dir/parts...` resolved (symlinks too); refuses with INVALID_ARG a path that leaves the model folder."
+    joined = os.path.join(str(model_dir), *(str(p).lstrip('/') for p in parts))
+    if '\x00' in joined: raise TritonError(f"Invalid {what}: a path must not contain a NUL character", 'INVALID_ARG')
+    try: base, target = os.path.realpath(model_dir), os.path.realpath(joined)
+    except (OSError, RuntimeError, ValueError) as e: raise TritonError(f'Invalid {what}: {e}', 'INVALID_ARG') from None
+    if target != base and not target.startswith(base.rstrip('/') + '/'):
+        raise TritonError(f"Invalid {what} with normalized path '{target}' must stay within model directory.", 'INVALID_ARG')
+    return Path(target)
+
+# %% ../nbs/02_model_repository.ipynb #6dc80329
+def config_paths(cfg:ModelConfig, version:int) -> list:
+    "(what, path parts under the model folder) for every file `cfg` names for `version`."
+    v, out = str(version), []
+    if cfg.default_model_filename: out.append((f"default_model_filename '{cfg.default_model_filename}'", (v, cfg.default_model_filename)))
+    for cc, f in sorted(cfg.cc_model_filenames.items()): out.append((f"cc_model_filenames '{f}' for '{cc}'", (v, f)))
+    for o in cfg.output:
+        if o.label_filename: out.append((f"label_filename '{o.label_filename}' of output '{o.name}'", (o.label_filename,)))
+    for w in cfg.model_warmup:
+        for name, i in w.inputs.items():
+            if i.input_data_file: out.append((f"input_data_file '{i.input_data_file}' of warmup '{w.name}' input '{name}'", ('warmup', i.input_data_file)))
+    for s in (cfg.sequence_batching.state if cfg.sequence_batching else []):
+        for init in s.initial_state:
+            if init.data_file: out.append((f"data_file '{init.data_file}' of state '{s.input_name}'", ('initial_state', init.data_file)))
+    return out
+
+def check_config_paths(cfg:ModelConfig, model_dir:Path, version:int):
+    "Refuse a config that names a file outside its model folder (see `model_path`)."
+    for what, parts in config_paths(cfg, version): model_path(model_dir, *parts, what=what)
+    for f in (cfg.model_operations.op_library_filename if cfg.model_operations else []): op_library_path(model_dir, f)
+
+def op_library_path(model_dir:Path, filename:str) -> Path:
+    "A custom-op library (`model_operations`): absolute, or relative to the model folder; either way inside it."
+    target = filename if os.path.isabs(filename) else os.path.join(str(model_dir), filename)
+    return model_path(model_dir, os.path.relpath(target, model_dir), what=f"op_library_filename '{filename}'")
 
 # %% ../nbs/02_model_repository.ipynb #e5f0335e
 def find_models(paths:list) -> dict:
@@ -27,13 +81,14 @@ def find_models(paths:list) -> dict:
     for repo in map(Path, paths):
         if not repo.is_dir(): raise TritonError(f"failed to stat file {repo}", 'INTERNAL')
         for d in sorted(repo.iterdir()):
-            if not d.is_dir() or d.name.startswith('.'): continue
+            if not d.is_dir() or d.name.startswith('.') or not _safe_dir_name(d.name): continue
             if d.name in found: log.error(f"failed to poll model '{d.name}': model found in more than one repository ({found[d.name].parent}, {repo})")
             else: found[d.name] = d
     return found
 
 def version_dirs(model_dir:Path) -> list:
-    "The integer-named version directories of a model, in numeric order."
+    "The integer-named version directories of a model, in numeric order (none if the folder is gone)."
+    if not Path(model_dir).is_dir(): return []
     return sorted(int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit())
 
 # %% ../nbs/02_model_repository.ipynb #2b0a434b
@@ -92,6 +147,7 @@ class VersionState:
     state: str = LOADING
     reason: str = ''
     handle: object = None      # the loader's loaded model (has .unload()), while READY / UNLOADING
+    model_dir: Path | None = None   # the folder it was loaded from (an override folder stays while this is live)
 
 @dataclass
 class ModelEntry:
@@ -120,6 +176,7 @@ class ModelRepository:
         self._lock = threading.RLock()
         self._unloading: list = []      # threads finishing unloads
         self._gone: set = set()         # models whose folder was removed while they had versions (poll mode)
+        self._override_roots: set = set()   # temporary folders holding the files of load requests
 
     def __repr__(self):
         return f'ModelRepository({[str(p) for p in self.paths]}, control_mode={self.control_mode!r}, models={sorted(self._ready)})'
@@ -155,7 +212,7 @@ ModelRepository._read = _read
 # %% ../nbs/02_model_repository.ipynb #14ccdb55
 def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int, problem=None) -> VersionState:
     "Ask the loader for one version; the result is READY with a handle, or UNAVAILABLE with a reason."
-    st = VersionState(LOADING)
+    st = VersionState(LOADING, model_dir=entry.model_dir)
     if v not in entry.versions or entry.versions[v].state != READY: entry.versions[v] = st  # show LOADING
     try:
         if problem is not None: raise problem
@@ -215,7 +272,7 @@ ModelRepository._reject = _reject
 # %% ../nbs/02_model_repository.ipynb #8ba1905a
 def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reason:str='unloaded', wait:bool=False):
     "Unload one version: UNLOADING now, UNAVAILABLE (reason `unloaded`) once its handle is released."
-    handle, replacement = st.handle, VersionState(UNLOADING)
+    handle, replacement = st.handle, VersionState(UNLOADING, model_dir=st.model_dir)
     if entry.versions.get(v) is st: entry.versions[v] = replacement
     self._publish()                 # stop routing requests to it before its scheduler stops accepting them
     def finish():
@@ -224,6 +281,7 @@ def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reas
         finally:
             replacement.state, replacement.reason, replacement.handle = UNAVAILABLE, reason, None
             log.info(f"successfully unloaded '{entry.name}' version {v}")
+            if self._override_roots: self._sweep_soon()   # files of a load request, once nothing uses them
     if wait: return finish()
     t = threading.Thread(target=finish, name=f'unload:{entry.name}:{v}', daemon=True)
     self._unloading = [x for x in self._unloading if x.is_alive()] + [t]
@@ -287,6 +345,10 @@ def _load_all(self:ModelRepository, names=None) -> dict:
         if names is None:
             names = list(found) if self.control_mode != 'explicit' or '*' in self.startup_models else self.startup_models
         errors = {}
+        for n in names:                       # --load-model names go through the same check as load requests
+            try: check_model_name(n)
+            except TritonError as e: errors[n] = e.message; log.error(f"failed to load '{n}': {e.message}")
+        names = [n for n in names if n not in errors]
         for n in names:
             if n in self.models: self.models[n].explicit = True
         for n in self._load_order([n for n in names if n in self.models]):
@@ -349,36 +411,77 @@ ModelRepository._check_explicit = _check_explicit
 def _load_model(self:ModelRepository, name:str, config:str|None=None, files:dict|None=None):
     "Load or reload one model (explicit mode), its composing models first if it is an ensemble."
     self._check_explicit()
+    check_model_name(name)                   # before anything touches the disk
     with self._lock:
-        self._scan()
-        if files: self._write_override_files(name, files, config)
-        if name not in self.models:
-            log.error(f"failed to poll model '{name}': model not found in any model repository.")
-            raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
-        entry = self.models[name]
-        if config is not None or entry.override is not None: entry.override, entry.fingerprint = config, ()
-        try: self._read(entry)               # a config that cannot be read loads nothing, not even composing models
-        except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
-        entry.explicit = True
-        for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
-            self._load_entry(self.models[dep])
-        self._load_entry(entry)
+        try: self._load_named(name, config, files)
+        finally: self._sweep_overrides()
 ModelRepository.load_model = _load_model
 
+def _load_named(self:ModelRepository, name:str, config, files):
+    found = self._scan()
+    if files: model_dir = self._write_override_files(name, files, config)
+    elif name in found: model_dir = found[name]     # no files: the repository's folder again
+    else:
+        log.error(f"failed to poll model '{name}': model not found in any model repository.")
+        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
+    entry = self.models.setdefault(name, ModelEntry(name, model_dir))
+    if entry.model_dir != model_dir: entry.model_dir, entry.fingerprint = model_dir, ()
+    if config is not None or entry.override is not None: entry.override, entry.fingerprint = config, ()
+    try: self._read(entry)               # a config that cannot be read loads nothing, not even composing models
+    except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
+    entry.explicit = True
+    for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
+        self._load_entry(self.models[dep])
+    self._load_entry(entry)
+ModelRepository._load_named = _load_named
+
 # %% ../nbs/02_model_repository.ipynb #70d32dc9
-def _write_override_files(self:ModelRepository, name:str, files:dict, config):
-    "Materialise `{'1/model.py': bytes}` files for a load request into a private directory."
-    if config is None: raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
-    root = Path(tempfile.mkdtemp(prefix='triton_mini_override_')) / name
-    for rel, data in files.items():
-        p = (root / rel).resolve()
-        if root.resolve() not in p.parents: raise TritonError(f"invalid file path '{rel}' in load request for '{name}'", 'INVALID_ARG')
-        p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(data)
-    old = self.models.get(name)
-    self.models[name] = ModelEntry(name, root, versions=old.versions if old else {})
+OVERRIDE_PREFIX = 'triton_mini_override_'
+
+def _write_override_files(self:ModelRepository, name:str, files:dict, config) -> Path:
+    "Materialise `{'1/model.py': bytes}` files for a load request into a private directory; returns the model folder."
+    if config is None:
+        log.error(f"Poll failed for model directory '{name}': Load parameter 'config' must be specified for model file override")
+        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
+    tmp = Path(tempfile.mkdtemp(prefix=OVERRIDE_PREFIX))
+    root = tmp / name
+    try:
+        root.mkdir()
+        for rel, data in files.items():
+            p = model_path(root, rel, what=f"file parameter 'file:{rel}'")
+            p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(data)
+    except (TritonError, OSError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.error(f"Poll failed for model directory '{name}': {e.message if isinstance(e, TritonError) else e}")
+        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL') from None
+    self._override_roots.add(tmp)
+    return root
 ModelRepository._write_override_files = _write_override_files
 
 # %% ../nbs/02_model_repository.ipynb #ab6f10d9
+_LIVE = (LOADING, READY, UNLOADING)
+
+def _sweep_overrides(self:ModelRepository):
+    "Remove the override directories no live version was loaded from (call with the lock held)."
+    live = {st.model_dir.parent for e in list(self.models.values()) for st in list(e.versions.values())
+            if st.state in _LIVE and st.model_dir is not None}
+    for tmp in list(self._override_roots):
+        if tmp not in live: shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
+ModelRepository._sweep_overrides = _sweep_overrides
+
+def _sweep_soon(self:ModelRepository):
+    "Sweep after an unload finished; if a load holds the lock for long, that load sweeps when it ends."
+    if self._lock.acquire(timeout=5):
+        try: self._sweep_overrides()
+        finally: self._lock.release()
+ModelRepository._sweep_soon = _sweep_soon
+
+def _remove_overrides(self:ModelRepository):
+    "Remove every override directory (server stop, after the models are unloaded)."
+    for tmp in list(self._override_roots): shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
+ModelRepository.remove_overrides = _remove_overrides
+
+# %% ../nbs/02_model_repository.ipynb #23de69fb
 def _unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
     "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
     self._check_explicit()
@@ -387,6 +490,7 @@ def _unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, 
         self._unload(name, unload_dependents, wait)
         if name in self.models: self.models[name].explicit = False
         if unload_dependents: self._unload_composing(config, wait)
+        self._sweep_overrides()
 ModelRepository.unload_model = _unload_model
 
 def _unload_composing(self:ModelRepository, config, wait:bool=False):

@@ -14,6 +14,7 @@ import onnxruntime as ort
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
 from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance
+from .model_repository import model_path, op_library_path
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ def bool_parameter(config:ModelConfig, key:str) -> bool | None:
 _GRAPH_LEVELS = {-1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, 1: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
                  2: ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
 
-def session_options(config:ModelConfig) -> ort.SessionOptions:
+def session_options(config:ModelConfig, model_dir:Path|None=None) -> ort.SessionOptions:
     "The ONNX Runtime session options Triton's onnxruntime backend derives from a model config (CPU)."
     so = ort.SessionOptions()
     so.log_severity_level = 3   # ORT's own warnings stay out of the server's log; failures still raise
@@ -146,11 +147,11 @@ def session_options(config:ModelConfig) -> ort.SessionOptions:
     so.execution_mode = ort.ExecutionMode.ORT_PARALLEL if mode == 1 else ort.ExecutionMode.ORT_SEQUENTIAL
     if (n := int_parameter(config, 'intra_op_thread_count')) > 0: so.intra_op_num_threads = n
     if (n := int_parameter(config, 'inter_op_thread_count')) > 0: so.inter_op_num_threads = n
-    _memory_options(so, config)
+    _memory_options(so, config, model_dir)
     return so
 
 # %% ../nbs/04b_onnx_backend.ipynb #58d1c68e
-def _memory_options(so:ort.SessionOptions, config:ModelConfig):
+def _memory_options(so:ort.SessionOptions, config:ModelConfig, model_dir:Path|None=None):
     "Arena, memory pattern, initializer allocation, accelerators and custom-op libraries."
     if (v := _parameter(config, 'session.use_device_allocator_for_initializers')) is not None:
         so.add_session_config_entry('session.use_device_allocator_for_initializers', v)
@@ -160,7 +161,7 @@ def _memory_options(so:ort.SessionOptions, config:ModelConfig):
     for ea in (accel.cpu_execution_accelerator if accel else []):
         raise TritonError(f"unknown Execution Accelerator '{ea.name}' is requested", 'INVALID_ARG')
     for lib in (config.model_operations.op_library_filename if config.model_operations else []):
-        so.register_custom_ops_library(lib)
+        so.register_custom_ops_library(str(op_library_path(model_dir, lib)) if model_dir is not None else lib)
 
 # %% ../nbs/04b_onnx_backend.ipynb #97a8658c
 def run_options(config:ModelConfig) -> ort.RunOptions:
@@ -173,9 +174,12 @@ def run_options(config:ModelConfig) -> ort.RunOptions:
 
 # %% ../nbs/04b_onnx_backend.ipynb #700a59b3
 def model_file(version_dir:Path, filename:str, model_name:str) -> Path:
-    "The ONNX file of one model version, or Triton's UNAVAILABLE error when it is missing."
-    path = Path(version_dir) / (filename or 'model.onnx')
-    if path.is_dir(): path = path / 'model.onnx'
+    "The ONNX file of one model version, or Triton's UNAVAILABLE error when it is missing (INVALID_ARG when outside the model folder)."
+    version_dir, name = Path(version_dir), filename or 'model.onnx'
+    rel = name.lstrip('/')                 # joined as Triton's JoinPath does: `/x` is `<version>/x`
+    parts = [version_dir.name, rel] + (['model.onnx'] if (version_dir / rel).is_dir() else [])
+    model_path(version_dir.parent, *parts, what=f"default_model_filename '{name}'")   # resolved: no `..` or symlink out
+    path = version_dir.joinpath(*parts[1:])
     if not path.is_file(): raise TritonError(f"unable to find '{path}' for model instance '{model_name}'", 'UNAVAILABLE')
     return path
 
@@ -265,7 +269,7 @@ class ONNXRuntimeInstance(ModelInstance):
             raise TritonError(f"model '{cfg.name}': ragged batching (batch_input, batch_output, allow_ragged_batch) is not "
                               "supported by triton_mini's onnxruntime backend", 'UNSUPPORTED')
         self.model_path = model_file(args.version_dir, cfg.default_model_filename, cfg.name)
-        self.session = load_session(self.model_path, session_options(cfg))
+        self.session = load_session(self.model_path, session_options(cfg, args.model_dir))
         self.run_options = run_options(cfg)
         self.inputs, self.outputs = tensor_infos(self.session.get_inputs()), tensor_infos(self.session.get_outputs())
         validate_inputs(cfg, self.inputs, tensor_infos(self.session.get_overridable_initializers()))
@@ -455,7 +459,6 @@ def _newest_model_file(model_dir:Path, filename:str) -> Path | None:
     "The model file of the highest version that has one (a directory means its model.onnx)."
     versions = sorted((int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
     for v in versions:
-        p = model_dir / str(v) / filename
-        if p.is_dir(): p = p / 'model.onnx'
-        if p.is_file(): return p
+        try: return model_file(model_dir / str(v), filename, '')
+        except TritonError: continue       # missing, or outside the model folder: never opened
     return None

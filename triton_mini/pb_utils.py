@@ -13,6 +13,7 @@ import numpy as np
 from .tensors import (TritonError as CoreError, serialize_byte_tensor as _serialize,
                                  deserialize_bytes_tensor as _deserialize)
 from .backend import InferenceRequest as CoreRequest, InferenceResponse as CoreResponse
+from .model_repository import check_model_name
 
 # %% auto #0
 __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_REQUEST_FLAG_SEQUENCE_START',
@@ -432,7 +433,10 @@ def is_model_ready(model_name:str, model_version:str='') -> bool:
 
 def load_model(model_name:str, config:str='', files:dict|None=None):
     "Load (or reload) a model, optionally with a JSON config override and override files (explicit mode)."
-    try: _server('load_model').load_model(model_name, config=config or None, files=files)
+    files = {k[len('file:'):]: v for k, v in (files or {}).items() if k.startswith('file:')}   # Triton's keys: 'file:1/model.py'
+    try:
+        check_model_name(model_name)
+        _server('load_model').load_model(model_name, config=config or None, files=files or None)
     except CoreError as e: raise TritonModelException(e.message) from None
 
 def unload_model(model_name:str, unload_dependents:bool=False):

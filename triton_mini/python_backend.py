@@ -4,16 +4,17 @@
 
 # %% ../nbs/04a_python_backend.ipynb #4a1ae6b5
 from __future__ import annotations
-import asyncio, importlib.util, inspect, itertools, sys, threading, time, traceback
+import asyncio, collections, importlib.util, inspect, itertools, sys, threading, time, traceback
 from pathlib import Path
 
 from .tensors import TritonError
 from .model_config import ConfigError, ModelConfig
 from .backend import Backend, ModelInstance, InstanceArgs, InferenceResponse
+from .model_repository import model_path
 from . import pb_utils
 
 # %% auto #0
-__all__ = ['import_model_file', 'initialize_args', 'PythonModelInstance', 'PythonBackend']
+__all__ = ['import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance', 'PythonBackend']
 
 # %% ../nbs/04a_python_backend.ipynb #8be74280
 _module_ids = itertools.count()
@@ -32,18 +33,39 @@ def import_model_file(model_file:Path, version:int|str):
     label = f'{version}.{model_file.stem}'
     if not model_file.exists():
         raise TritonError(f"Failed to preinitialize Python stub: Python model file not found in '{model_file}'", 'INTERNAL')
-    for p in (str(model_file.parent.parent), str(model_file.parent)):
-        if p not in sys.path: sys.path.insert(0, p)
     name = f'triton_mini_models.m{next(_module_ids)}_{model_file.parent.parent.name}_{version}'
     spec = importlib.util.spec_from_file_location(name, model_file)
     module = importlib.util.module_from_spec(spec)
+    module.__triton_mini_paths__ = _use_paths(str(model_file.parent.parent), str(model_file.parent))
     sys.modules[name] = module
-    try: spec.loader.exec_module(module)
-    except SyntaxError as e: raise TritonError(f'SyntaxError: {e}', 'INTERNAL') from None
-    except Exception as e: raise TritonError(_format_exception(e, model_file), 'INTERNAL') from None
-    if not hasattr(module, 'TritonPythonModel'):
-        raise TritonError(f"AttributeError: module '{label}' has no attribute 'TritonPythonModel'", 'INTERNAL')
+    try:
+        try: spec.loader.exec_module(module)
+        except SyntaxError as e: raise TritonError(f'SyntaxError: {e}', 'INTERNAL') from None
+        except Exception as e: raise TritonError(_format_exception(e, model_file), 'INTERNAL') from None
+        if not hasattr(module, 'TritonPythonModel'):
+            raise TritonError(f"AttributeError: module '{label}' has no attribute 'TritonPythonModel'", 'INTERNAL')
+    except TritonError: release_model_module(module); raise
     return module
+
+_path_users, _paths_added, _paths_lock = collections.Counter(), set(), threading.Lock()
+
+def _use_paths(*paths) -> tuple:
+    "Put a model's folders on `sys.path` (first) and count who needs them."
+    with _paths_lock:
+        for p in paths:
+            _path_users[p] += 1
+            if p not in sys.path: sys.path.insert(0, p); _paths_added.add(p)
+    return paths
+
+def release_model_module(module):
+    "Forget an imported model file: its `sys.modules` entry, and the `sys.path` entries it alone needed."
+    sys.modules.pop(module.__name__, None)
+    with _paths_lock:
+        for p in getattr(module, '__triton_mini_paths__', ()):
+            _path_users[p] -= 1
+            if _path_users[p] <= 0:
+                del _path_users[p]
+                if p in _paths_added and p in sys.path: sys.path.remove(p); _paths_added.discard(p)
 
 # %% ../nbs/04a_python_backend.ipynb #116a58db
 def initialize_args(args:InstanceArgs) -> dict:
@@ -59,7 +81,9 @@ class PythonModelInstance(ModelInstance):
     def __init__(self, args:InstanceArgs, server=None, metric_families=None):
         super().__init__(args)
         cfg = args.config
-        self.model_file = args.version_dir / (cfg.default_model_filename or 'model.py')
+        fname = cfg.default_model_filename or 'model.py'
+        model_path(args.model_dir, str(args.model_version), fname, what=f"default_model_filename '{fname}'")   # stays in the model folder
+        self.model_file, self._module = args.version_dir / fname, None
         self.decoupled = bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
         self.declared = [o.name for o in cfg.output]
         self._declared_set = set(self.declared)
@@ -73,10 +97,13 @@ class PythonModelInstance(ModelInstance):
         return self._run_batch(requests)
 
     def _create(self):
-        model = import_model_file(self.model_file, self.args.model_version).TritonPythonModel()
-        if hasattr(model, 'initialize'):
-            try: model.initialize(initialize_args(self.args))
-            except Exception as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
+        self._module = import_model_file(self.model_file, self.args.model_version)
+        try:
+            model = self._module.TritonPythonModel()
+            if hasattr(model, 'initialize'):
+                try: model.initialize(initialize_args(self.args))
+                except Exception as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
+        except BaseException: release_model_module(self._module); raise
         return model
 
     def _call(self, fn, *a):
@@ -185,6 +212,7 @@ def _finalize(self:PythonModelInstance):
     try:
         if hasattr(self.model, 'finalize'): self._call(self.model.finalize)
     finally:
+        release_model_module(self._module)
         pb_utils._abandon_families(self.context)
         if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
 PythonModelInstance.finalize = _finalize
@@ -204,11 +232,18 @@ class PythonBackend(Backend):
         "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
         versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
         fname = config.default_model_filename or self.default_model_filename
-        files = [Path(model_dir) / str(v) / fname for v in versions if (Path(model_dir) / str(v) / fname).exists()]
-        if not files: return config
-        try: cls = import_model_file(files[0], files[0].parent.name).TritonPythonModel
+        files = [Path(model_dir) / str(v) / fname for v in versions if _inside(model_dir, v, fname) and (Path(model_dir) / str(v) / fname).exists()]
+        if not files: return config         # a file outside the model folder is never imported: the load says why
+        try: module = import_model_file(files[0], files[0].parent.name)
         except TritonError: return config   # a broken model.py: loading the version will fail with the reason
-        if not hasattr(cls, 'auto_complete_config'): return config
-        try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
-        except Exception as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
-        return ModelConfig.from_dict(done.as_dict())
+        try:
+            cls = module.TritonPythonModel
+            if not hasattr(cls, 'auto_complete_config'): return config
+            try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
+            except Exception as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
+            return ModelConfig.from_dict(done.as_dict())
+        finally: release_model_module(module)
+
+def _inside(model_dir, version, fname) -> bool:
+    try: model_path(model_dir, str(version), fname); return True
+    except TritonError: return False

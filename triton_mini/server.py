@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, logging, threading, time
+import asyncio, logging, os, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -14,7 +14,7 @@ from .tensors import (TritonError, request_prefix, wire_from_numpy, config_to_wi
                                  np_dtype, apply_reshape)
 from .model_config import ConfigError, ModelConfig
 from .model_config_utils import autofill_config, validate_config
-from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE
+from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE, check_config_paths, model_path
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
 from .python_backend import PythonBackend
@@ -24,7 +24,7 @@ from .ensemble import EnsembleScheduler, validate_ensemble_graph
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'call_in_loop']
+__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'read_labels', 'call_in_loop']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -47,6 +47,7 @@ class LoadedModel:
     stats: ModelStatistics
     instances: list = field(default_factory=list)
     unload_timeout: float = 30.0          # how long `unload` waits for executions (tritonserver's --exit-timeout-secs)
+    labels: dict = field(default_factory=dict)   # output name -> classification labels (label_filename), read at load
 
     def __post_init__(self):
         self.name, self.batching = self.config.name, self.config.max_batch_size > 0
@@ -129,8 +130,9 @@ def validate_request(m:LoadedModel, req:InferenceRequest):
     if req.requested_outputs is not None:
         for name in req.requested_outputs:
             if name not in m._output_set: raise TritonError(f"unexpected inference output '{name}' for model '{m.name}'")
-    for name, spec in m.inputs.items():
-        if spec.reshape is not None and name in req.inputs: req.inputs[name] = _reshaped(req.inputs[name], spec, m.batching)
+    reshaped = {name: _reshaped(req.inputs[name], spec, m.batching) for name, spec in m.inputs.items()
+                if spec.reshape is not None and name in req.inputs}
+    if reshaped: req.inputs = {**req.inputs, **reshaped}   # a new dict: the request's own inputs stay as sent
 
 def _reshaped(arr, spec:InputSpec, batching:bool):
     "The input as the model sees it: the config's `reshape` (its -1s take the request's variable dims)."
@@ -182,17 +184,16 @@ TritonServer.complete = _complete
 def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> LoadedModel:
     "The repository's hook: build a READY LoadedModel for one version, or raise."
     stats = ModelStatistics()
+    check_config_paths(cfg, model_dir, version)       # every file the config names stays inside the model folder
+    labels = read_labels(cfg, model_dir)
     if cfg.platform == 'ensemble':
         try: sched = EnsembleScheduler(cfg, self.submit, self._lookup_config, stats)
         except TritonError as e: raise ModelLoadError(e.message, e.code) from None
-        return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats)
-    for o in cfg.output:
-        if o.label_filename and not (Path(model_dir) / o.label_filename).exists():
-            raise TritonError(f'failed to open text file for read {Path(model_dir) / o.label_filename}: No such file or directory', 'INTERNAL')
+        return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
     backend_name = self.backends.backend_name_for(cfg, model_dir)
     backend = self.backends.get(backend_name)
     instances = create_instances(backend, cfg, Path(model_dir), version)
-    m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances)
+    m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
         m.scheduler = create_scheduler(cfg, instances, stats).start()
         self._warmup(m)
@@ -202,6 +203,18 @@ def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Lo
         raise
     return m
 TritonServer.load = _load
+
+def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
+    "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
+    out = {}
+    for o in cfg.output:
+        if not o.label_filename: continue
+        path = model_path(model_dir, o.label_filename, what=f"label_filename '{o.label_filename}' of output '{o.name}'")
+        if not path.is_file():
+            shown = os.path.join(str(model_dir), o.label_filename.lstrip('/'))   # the path as Triton words it
+            raise TritonError(f'failed to open text file for read {shown}: No such file or directory', 'INTERNAL')
+        out[o.name] = path.read_text(errors='replace').splitlines()
+    return out
 
 def _lookup_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig | None:
     "The config of a READY model version (None if there is none): what ensembles check against."
@@ -217,7 +230,9 @@ def _warmup_inputs(m:LoadedModel, w) -> dict:
         wire = config_to_wire(spec.data_type)
         shape = ([w.batch_size] if m.batching else []) + [max(d, 1) for d in spec.dims]
         if wire == 'BYTES': arr = np.full(shape, b'', dtype=object)
-        elif spec.input_data_file: arr = np.fromfile(m.model_dir / 'warmup' / spec.input_data_file, dtype=np_dtype(wire)).reshape(shape)
+        elif spec.input_data_file:
+            path = model_path(m.model_dir, 'warmup', spec.input_data_file, what=f"input_data_file '{spec.input_data_file}'")
+            arr = np.fromfile(path, dtype=np_dtype(wire)).reshape(shape)
         elif spec.random_data: arr = np.random.default_rng(0).random(shape).astype(np_dtype(wire))
         else: arr = np.zeros(shape, np_dtype(wire))
         inputs[name] = arr
@@ -236,22 +251,23 @@ def _warmup(self:TritonServer, m:LoadedModel):
 TritonServer._warmup = _warmup
 
 # %% ../nbs/07_server.ipynb #ae32ad9c
+_RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
+
 def _submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     "Validate `req` and queue it on the version that serves it; responses go to `req.response_callback`."
-    asked = req.model_version
+    asked, inputs = req.model_version, req.inputs
     m = self.repository.get(req.model_name, asked)
-    validate_request(m, req)
-    req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
-    try: m.scheduler.enqueue(req)
-    except SchedulerStopped:
-        # The version retired between the lookup and the enqueue (a reload or poll under traffic). A request that
-        # asked for no particular version goes to the one serving now, if it takes the same inputs.
-        new = self.repository.get(req.model_name, -1) if asked < 0 else m
-        if new is m or new.config.input != m.config.input: raise
-        req.model_version = new.version
-        new.scheduler.enqueue(req)
-        return new
-    return m
+    for _ in range(_RESUBMITS):
+        validate_request(m, req)
+        req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
+        try:
+            m.scheduler.enqueue(req)
+            return m
+        except SchedulerStopped:
+            new = self.repository.get(req.model_name, asked)   # Triton's error if nothing serves any more
+            if new is m: raise
+            m, req.inputs = new, inputs                        # validated again, against the version serving now
+    raise TritonError(f"Request for unknown model: '{req.model_name}' has no available versions", 'NOT_FOUND')
 TritonServer.submit = _submit
 
 # %% ../nbs/07_server.ipynb #fba3d531
@@ -267,6 +283,7 @@ def _stop(self:TritonServer, timeout:float|None=None) -> list:
     "Stop polling and unload every model (in-flight requests finish first, for at most `timeout` s); returns what hung."
     if self._poller is not None: self._poller.set()
     stuck = self.repository.unload_all(timeout)
+    self.repository.remove_overrides()      # the files load requests sent go with their models
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]
 TritonServer.stop = _stop
