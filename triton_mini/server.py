@@ -46,8 +46,8 @@ class LoadedModel:
     scheduler: object
     stats: ModelStatistics
     instances: list = field(default_factory=list)
-    unload_timeout: float = 30.0          # how long `unload` waits for executions (tritonserver's --exit-timeout-secs)
     labels: dict = field(default_factory=dict)   # output name -> classification labels (label_filename), read at load
+    unload_timeout: float = 30.0          # how long `unload` waits for executions (tritonserver's --exit-timeout-secs)
 
     def __post_init__(self):
         self.name, self.batching = self.config.name, self.config.max_batch_size > 0
