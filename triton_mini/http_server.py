@@ -431,14 +431,14 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 # %% ../nbs/08_http.ipynb #38bb04c3
-async def _infer(self:HTTPFrontend, name, version, body, headers, header_names=None) -> Response:
+async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     m = self.server.repository.get(name, version)     # Triton looks at the model before the body
     if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
     body = await self._inflated(body, headers.get(b'content-encoding'))
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
     if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
     else: req, opts = decode_infer_request(name, version, body, n)
-    if self.header_forward is not None: req.parameters.update(self.forwarded_headers(headers, header_names))
+    if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     m, fut = _submit_one(self.server, req)
     resp = await fut
@@ -505,11 +505,10 @@ def _identity_only(headers:dict):
     if enc is not None and enc != b'identity': raise TritonError("Unsupported content-encoding, only 'identity' is supported.")
 
 # %% ../nbs/08_http.ipynb #77058247
-def _forwarded_headers(self:HTTPFrontend, headers:dict, header_names:list|None) -> dict:
-    "{header as the client spelled it: value} for the request headers --http-header-forward-pattern matches."
-    pairs = header_names if header_names is not None else list(headers.items())
+def _forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
+    "{header as the client spelled it: value} for the (name, value) pairs --http-header-forward-pattern matches."
     out = {}
-    for name, value in pairs:
+    for name, value in headers:
         key = name.decode('latin-1')
         if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
     return out
@@ -643,10 +642,12 @@ def api_group(path:str, route:tuple|None) -> str|None:
     if route is not None: return _API_GROUP[route[0], route[3]]
     return next((group for rx, group in _UNSERVED if rx.fullmatch(path)), None)
 
-def _restricted(self:HTTPFrontend, group:str|None, headers:dict) -> Response|None:
-    "Triton's 403 when `group` is restricted and the request lacks its header and value."
+def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|None:
+    "Triton's 403 when `group` is restricted and the request's first header of that name lacks the value."
     rule = self.restricted_apis.get(group)
-    if rule is None or headers.get(rule[0].lower().encode('latin-1')) == rule[1].encode('latin-1'): return None
+    if rule is None: return None
+    name = rule[0].lower().encode('latin-1')
+    if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
     return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
 HTTPFrontend._restricted = _restricted
 
@@ -700,9 +701,9 @@ def _quiet_uvicorn():
 def _version_error(v:str) -> TritonError:
     return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
 
-async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, header_names=None) -> Response | None:
+async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None) -> Response | None:
     route = parse_path(path)
-    if self.restricted_apis and (refused := self._restricted(api_group(path, route), headers)): return refused
+    if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
     kind, name, version, action = route
     if kind == 'logging':
@@ -711,7 +712,7 @@ async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:
     try:
         if isinstance(version, str): raise _version_error(version)
         if kind == 'model':
-            if action == 'infer': return await self._infer(name, version, body, headers, header_names)
+            if action == 'infer': return await self._infer(name, version, body, headers, raw_headers)
             if action == 'generate': return await self._generate(name, version, body, headers)
             if action == 'generate_stream': return await self._generate_stream(name, version, body, send, headers)
             return self._model_get(name, version, action)
@@ -776,10 +777,8 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     body = await _read_body(receive, self.max_input_size)
     if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
     path = scope.get('raw_path') or scope['path'].encode()
-    names = None
-    if self.header_forward is not None and (raw := scope.get('extensions', {}).get('triton_mini.header_names')) is not None:
-        names = list(zip(raw, (v for _, v in scope['headers'])))
-    resp = await self.dispatch(scope['method'], path.split(b'?', 1)[0].decode('latin-1'), headers, body, send, names)
+    raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
+    resp = await self.dispatch(scope['method'], path.split(b'?', 1)[0].decode('latin-1'), headers, body, send, raw)
     if resp is None: return          # a stream that already sent itself
     if b'accept-encoding' in headers: resp = _compress(resp, headers[b'accept-encoding'])
     await _send(send, resp)
@@ -856,7 +855,7 @@ class ConnectionGuard:
         if not self._refused: super().connection_lost(exc)
 
     def _expect_head(self):
-        self._deadline, self._head_bytes, self._names = self.loop.time() + self.limits.header_timeout, 0, []
+        self._deadline, self._head_bytes, self._raw = self.loop.time() + self.limits.header_timeout, 0, []
 
 # %% ../nbs/08_http.ipynb #c8614b1f
 def _on_message_begin(self):
@@ -875,11 +874,11 @@ def _on_url(self, url):
 
 def _on_header(self, name, value):
     self._count_head(len(name) + len(value) + 4)
-    self._names.append(name)
+    self._raw.append((name, value))
     super(ConnectionGuard, self).on_header(name, value)
 
 def _on_headers_complete(self):
-    self.scope.setdefault('extensions', {})['triton_mini.header_names'] = self._names
+    self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     self._deadline = self.loop.time() + self.limits.body_timeout
     super(ConnectionGuard, self).on_headers_complete()
 
