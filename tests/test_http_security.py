@@ -278,3 +278,18 @@ def test_invalid_forward_pattern_stops_the_start(tmp_path):
     r = subprocess.run([sys.executable, '-m', 'triton_mini', '--http-header-forward-pattern=(', f'--model-repository={tmp_path}'],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "--http-header-forward-pattern: '(' is not a regular expression" in r.stderr
+
+
+def test_upgrade_header_does_not_eat_the_body(repo):
+    "curl --http2 on plain HTTP sends `Upgrade: h2c`; llhttp would take the body for the new protocol. Triton answers over HTTP/1.1."
+    s = MiniProcess(repo)
+    try:
+        body = json.dumps(OK).encode()
+        for upgrade in (b'h2c', b'websocket'):
+            with socket.create_connection(('127.0.0.1', s.http_port), timeout=30) as c:
+                c.sendall(b'POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: ' + upgrade +
+                          b'\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(body) + body)
+                data = b''
+                while chunk := c.recv(65536): data += chunk
+            assert data.startswith(b'HTTP/1.1 200') and b'"data":[2.0,3.0,4.0,5.0]' in data, data[:300]
+    finally: assert s.stop() == 0

@@ -83,7 +83,7 @@ def _rapidjson_message(body:bytes, e) -> str:
     return 'Invalid value.'
 
 # %% ../nbs/08_http.ipynb #e755b8b6
-_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\.)*")|'
+_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|'
                     rb'(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null|NaN|-?Infinity)|(?=.)|\Z)', re.S)
 _OPEN_A, _OPEN_O, _CLOSE_A, _CLOSE_O, _COMMA, _COLON, _STRING, _NUMBER, _LITERAL = range(1, 10)   # token kinds: group numbers
 _LITERALS = {b'true': True, b'false': False, b'null': None, b'NaN': float('nan'), b'Infinity': float('inf'), b'-Infinity': float('-inf')}
@@ -95,8 +95,9 @@ def _scalar(tok:bytes, kind:int, at:int):
     "The value of a string, number or literal token, as rapidjson reads it."
     try:
         if kind == _STRING:
-            v = tok[1:-1].decode() if b'\\' not in tok else json.loads(tok)
-            v.encode()             # a lone surrogate escape
+            v = tok[1:-1].decode(errors='replace')      # rapidjson does not check UTF-8: read on, as it does
+            if '\\' in v: v = json.loads(f'"{v}"')
+            v.encode()             # a lone surrogate escape raises
             return v
         if kind == _LITERAL: return _LITERALS[tok]
         if tok.lstrip(b'-').isdigit() and len(tok) <= 21 and -2**63 <= (i := int(tok)) < 2**64: return i
@@ -106,6 +107,7 @@ def _scalar(tok:bytes, kind:int, at:int):
     except ValueError: _json_fail('Invalid value.', at)
 
 # %% ../nbs/08_http.ipynb #3d8e0fea
+_LITERAL_STARTS = {b'n': b'null', b't': b'true', b'f': b'false', b'N': b'NaN', b'I': b'Infinity'}
 _MISSING = {'key': 'Missing a name for object member.', 'firstkey': 'Missing a name for object member.',
             ':': 'Missing a colon after a name of object member.',
             ']': "Missing a comma or ']' after an array element.", '}': "Missing a comma or '}' after an object member."}
@@ -114,8 +116,28 @@ def _unexpected(m, want, stack, body):
     "Triton's error for a token (or the end) that cannot come next."
     at = m.end() - len(m.group(m.lastindex)) if m.lastindex else m.end()
     if want == 'done': _json_fail('The document root must not be followed by other values.', at)
+    if body[at:at + 1] == b'"' and want in ('value', 'first', 'key', 'firstkey'): _bad_string(body, at)
+    if want in ('value', 'first') and (lit := _LITERAL_STARTS.get(body[at:at + 1])) is not None:
+        n = next((i for i, (a, b) in enumerate(zip(body[at:], lit)) if a != b), min(len(lit), len(body) - at))   # where the word goes wrong
+        _json_fail('Invalid value.', at + n)
     if want == 'value' and not stack and at == len(body): _json_fail('The document is empty.', at)
     _json_fail(_MISSING.get(want, 'Invalid value.'), at)
+
+_STRING_PREFIX = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+
+def _bad_string(body:bytes, at:int):
+    "rapidjson's error for a string that does not end well: what follows its longest good prefix."
+    p = _STRING_PREFIX.match(body, at).end()
+    c = body[p:p + 1]
+    if c in (b'', b'\0'): _json_fail('Missing a closing quotation mark in string.', p)
+    if c == b'\\': _json_fail('Incorrect hex digit after \\u escape in string.' if body[p + 1:p + 2] == b'u' else 'Invalid escape character in string.', p)
+    _json_fail('Invalid escape character in string.', p)          # a control character: rapidjson's words for it
+
+def _check_number_end(body:bytes, end:int):
+    "rapidjson's error for a number cut short: a '.' or an exponent without digits."
+    c = body[end:end + 1]
+    if c == b'.': _json_fail('Miss fraction part in number.', end + 1)
+    if c in (b'e', b'E'): _json_fail('Miss exponent in number.', end + 1 + (body[end + 1:end + 2] in (b'+', b'-')))
 
 def _step(want, kind, stack):
     "The container a token closes (or None), and what comes next; raises for a token that cannot come next."
@@ -135,6 +157,7 @@ def parse_deep_json(body:bytes, max_depth:int=1 << 20):
         if want == 'done' and kind is None and m.end() == len(body): break
         scalar = kind in (_STRING, _NUMBER, _LITERAL)
         if want in ('key', 'firstkey') and kind == _STRING: keys.append(_scalar(m.group(kind), kind, m.start(kind))); want = ':'; continue
+        if kind == _NUMBER and want in ('value', 'first'): _check_number_end(body, m.end())
         if scalar and want in ('value', 'first'): value = _scalar(m.group(kind), kind, m.start(kind))
         else:
             try: value, want = _step(want, kind, stack)
@@ -151,7 +174,6 @@ _RESERVED = ('sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeo
 
 def split_parameters(params) -> tuple:
     "(user parameters, reserved parameters) of a request, checked like Triton checks them."
-    if params is None: return {}, {}
     if not isinstance(params, dict): raise TritonError("failed to get request params.: attempt to get members for non-object", 'INTERNAL')
     user, reserved = {}, {}
     for k, v in params.items():
@@ -199,7 +221,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     binary = memoryview(body)[header_length:] if header_length is not None else memoryview(b'')
     doc = parse_json(json_part)
     request_id = _field(doc, 'id', str, required=False) or ''
-    user, reserved = split_parameters(doc.get('parameters') if isinstance(doc, dict) else None)
+    user, reserved = split_parameters(doc['parameters']) if isinstance(doc, dict) and 'parameters' in doc else ({}, {})   # null is not absent
     inputs, offset = {}, 0
     if _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     for inp in _field(doc, 'inputs', list):
@@ -371,28 +393,41 @@ HTTPFrontend._models = _models
 
 # %% ../nbs/08_http.ipynb #88d6b1a0
 def _index(self:HTTPFrontend, body) -> Response:
-    doc = parse_json(body) if body.strip() else {}
-    ready = bool(doc.get('ready', False)) if isinstance(doc, dict) else False
-    return Response(200, json_dumps(self.server.repository_index(ready=ready)))
+    doc = parse_json(body) if body else {}
+    ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
+    return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
 HTTPFrontend._index = _index
 
 async def _repository(self:HTTPFrontend, name, action, body) -> Response:
-    doc = parse_json(body) if body.strip() else {}
-    params = (doc.get('parameters') or {}) if isinstance(doc, dict) else {}
-    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
-    if action == 'unload':
-        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=bool(params.get('unload_dependents', False)))
+    doc = parse_json(body) if body else {}
+    params = doc.get('parameters') if isinstance(doc, dict) else None
+    if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
+        ud = params.get('unload_dependents') if isinstance(params, dict) else None
+        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)
         return Response(200, b'')
-    config = _field(params, 'config', str, required=False, verb=None)
-    files = {k[len('file:'):]: _b64(v) for k, v in params.items() if k.startswith('file:')}
+    config, files = _load_parameters(params)
     await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
     return Response(200, b'')
 HTTPFrontend._repository = _repository
 
-def _b64(v):
+def _load_parameters(params) -> tuple:
+    "(config, {path: bytes}) from a load request's parameters: every one a string, `config` or `file:<path>`."
+    if params is None: return None, {}
+    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
+    config, files = None, {}
+    for k, v in params.items():
+        if not isinstance(v, str): raise TritonError('attempt to access JSON non-string as string', 'INTERNAL')
+        if k == 'config': config = v
+        elif k.startswith('file:'): files[k[len('file:'):]] = _b64(v)
+        else: raise TritonError('unexpected error on creating Triton parameter', 'INTERNAL')
+    return config, files
+
+def _b64(v:str) -> bytes:
+    "Base64 decoded the lenient way Triton's libb64 does it: characters outside the alphabet are skipped."
     import base64
-    if not isinstance(v, str): raise TritonError("Unable to parse 'file': attempt to access JSON non-string as string", 'INTERNAL')
-    return base64.b64decode(v)
+    data = re.sub(rb'[^A-Za-z0-9+/]', b'', v.encode())
+    if len(data) % 4 == 1: data = data[:-1]
+    return base64.b64decode(data + b'=' * (-len(data) % 4))
 
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
 HTTPFrontend._stats = _stats
@@ -401,6 +436,7 @@ HTTPFrontend._stats = _stats
 def _logging(self:HTTPFrontend, method, body) -> Response:
     if method == 'POST':
         doc = parse_json(body) if body.strip() else {}
+        if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
         if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
         for k in ('log_info', 'log_warning', 'log_error'):
             if k in doc: self.log_settings[k] = _field(doc, k, bool, verb=None)
@@ -529,7 +565,7 @@ def _raw_request(m, name, version, body) -> InferenceRequest:
     known = int(np.prod([d for d in dims if d != -1])) if dims else 1
     shape = [n // known if d == -1 else d for d in dims] if -1 in dims else dims
     if m.batching: shape = [1] + shape
-    return InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name=spec.name, model=name)}, model_version=version)
+    return InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name='raw_input', model=name)}, model_version=version)   # Triton's name for it in errors
 
 # %% ../nbs/08_http.ipynb #03b51f42
 def _generate_input(m, spec, value, req_id):
@@ -826,6 +862,8 @@ class HTTPLimits:
         if self.max_connections is None: self.max_connections = default_max_connections()
 
 # %% ../nbs/08_http.ipynb #fac5ba1c
+_UPGRADE = re.compile(rb'(\r\n)upgrade[ \t]*:', re.IGNORECASE)
+
 def _raw_response(status:str, message:str) -> bytes:
     body = json_dumps({'error': message})
     return (f'HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n'
@@ -855,7 +893,13 @@ class ConnectionGuard:
         if not self._refused: super().connection_lost(exc)
 
     def _expect_head(self):
-        self._deadline, self._head_bytes, self._raw = self.loop.time() + self.limits.header_timeout, 0, []
+        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + self.limits.header_timeout, 0, [], True
+
+    def data_received(self, data:bytes):
+        if self._in_head:
+            end = data.find(b'\r\n\r\n') % (len(data) + 1)      # the end of the head in this chunk (all of it if none)
+            if _UPGRADE.search(data, 0, end): data = _UPGRADE.sub(rb'\1Upgrad_:', data[:end]) + data[end:]
+        super().data_received(data)
 
 # %% ../nbs/08_http.ipynb #c8614b1f
 def _on_message_begin(self):
@@ -878,6 +922,7 @@ def _on_header(self, name, value):
     super(ConnectionGuard, self).on_header(name, value)
 
 def _on_headers_complete(self):
+    self._in_head = False
     self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     self._deadline = self.loop.time() + self.limits.body_timeout
     super(ConnectionGuard, self).on_headers_complete()
