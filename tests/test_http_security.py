@@ -162,7 +162,13 @@ def test_connection_cap_and_header_size(repo):
 # ---------------------------------------------------------------------------------------------------------
 # Error hygiene
 
-def test_unexpected_errors_are_internal_and_logged_once(monkeypatch, caplog):
+class RecordingLogger:
+    "Stands in for a logging.Logger: keeps (level, message, has a traceback)."
+    def __init__(self): self.records = []
+    def log(self, level, msg, exc_info=None): self.records.append((level, msg, exc_info is not None))
+
+
+def test_unexpected_errors_are_internal_and_logged_once(monkeypatch):
     "A handler bug answers Triton's INTERNAL without the exception's name; 500 of them log one traceback and no flood."
     import triton_mini.http_server as hs
     from triton_mini.cli import example_repository
@@ -170,16 +176,16 @@ def test_unexpected_errors_are_internal_and_logged_once(monkeypatch, caplog):
     server = TritonServer(example_repository(), model_control_mode='explicit', load_models=['add_sub'])
     server.start()
     try:
-        app = hs.HTTPFrontend(server)
+        app, logger = hs.HTTPFrontend(server), RecordingLogger()
         monkeypatch.setattr(hs.HTTPFrontend, '_stats', lambda self, *a: {}['no such key'])
-        monkeypatch.setattr(hs, '_noisy', hs.RateLimitedLog(hs.log))
-        caplog.set_level(logging.WARNING, logger='triton_mini')
+        monkeypatch.setattr(hs, '_noisy', hs.RateLimitedLog(logger))
         async def hammer():
             return [await hs.call_asgi(app, 'GET', '/v2/models/stats') for _ in range(500)]
         answers = asyncio.run(hammer())
         assert {(s, b) for s, _, b in answers} == {(500, json.dumps({'error': hs.INTERNAL_ERROR}, separators=(',', ':')).encode())}
-        records = [r for r in caplog.records if r.name.startswith('triton_mini')]
-        assert len(records) == 1 and records[0].exc_info is not None and 'KeyError' in records[0].getMessage()
+        assert len(logger.records) == 1
+        level, message, traceback = logger.records[0]
+        assert level == logging.ERROR and traceback and 'KeyError at test_http_security.py' in message
     finally: server.stop()
 
 
