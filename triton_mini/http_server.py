@@ -874,7 +874,7 @@ class ConnectionGuard:
     limits: HTTPLimits = HTTPLimits()   # guarded_protocol() gives each server class its own
     _sweeping = False                   # per class: is a sweep scheduled?
     _deadline = None                    # loop time by which this connection must make progress; None: no limit now
-    _refused = _head_too_big = False
+    _refused = _head_too_big = _in_head = False
 
     def connection_made(self, transport):
         if len(self.connections) >= self.limits.max_connections:
