@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_cli.ipynb #04d2e29d
 from __future__ import annotations
-import argparse, asyncio, contextlib, logging, os, re, signal, sys, threading, time
+import argparse, asyncio, contextlib, dataclasses, logging, os, re, signal, sys, threading, time
 import uvloop
 from datetime import datetime
 from pathlib import Path
@@ -13,15 +13,15 @@ import triton_mini
 from .tensors import TritonError
 from .pb_utils import VERBOSE
 from .server import TritonServer
-from .http_server import HTTPFrontend, bind_socket, _uvicorn_config
+from .http_server import HTTPFrontend, HTTPLimits, RESTRICTED_API_GROUPS, bind_socket, _uvicorn_config, default_max_connections
 from .metrics import MetricsCollector
 
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'str2bool', 'build_parser', 'grpc_options', 'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging',
-           'model_table', 'example_repository', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
-           'wait_for_http']
+__all__ = ['log', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits', 'build_parser', 'grpc_options',
+           'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table', 'example_repository',
+           'serve_apps', 'start_server', 'main', 'serve', 'free_port', 'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -36,6 +36,56 @@ def _bool(p, name, default, help):
     p.add_argument(name, type=str2bool, nargs='?', const=True, default=default, metavar='BOOL', help=f'{help} (default {str(default).lower()})')
 
 # %% ../nbs/10_cli.ipynb #9251f92b
+def _http_security_args(p:argparse.ArgumentParser):
+    "The HTTP hardening flags: Triton's restriction and header forwarding, triton_mini's connection limits."
+    p.add_argument('--http-restricted-api', action='append', default=[], metavar='<apis>:<key>=<value>',
+                   help=f"restrict HTTP API groups ({', '.join(RESTRICTED_API_GROUPS)}) to requests with header <key>: <value> (repeatable)")
+    p.add_argument('--http-header-forward-pattern', default=None, metavar='REGEX',
+                   help='headers of /infer requests whose name matches REGEX (any case) reach the model as request parameters')
+    d = HTTPLimits(max_connections=0)
+    p.add_argument('--http-header-timeout-secs', type=float, default=d.header_timeout, metavar='SECONDS',
+                   help=f'close a connection that has not sent a complete request head this long after connecting or after its last response (default {d.header_timeout:g})')
+    p.add_argument('--http-body-timeout-secs', type=float, default=d.body_timeout, metavar='SECONDS',
+                   help=f'close a connection whose request body stalls this long (default {d.body_timeout:g})')
+    p.add_argument('--http-max-header-size', type=int, default=d.max_header_size, metavar='BYTES',
+                   help=f'largest request line + headers; larger gets 431 (default {d.max_header_size})')
+    p.add_argument('--http-max-connections', type=int, default=None, metavar='N',
+                   help=f'open HTTP connections at most; more get 503 and are closed (default: half the open-file limit, here {default_max_connections()}; the metrics port allows at most 256)')
+
+def parse_restricted_apis(values:list, option:str='http-restricted-api', prefix:str='', kind:str='api') -> dict:
+    "{api group: (header, value)} from Triton's `<apis>:<key>=<value>` flag values; ValueError with tritonserver's message."
+    rules = {}
+    for arg in values:
+        colon = arg.find(':')
+        eq = arg.find('=', colon + 1)
+        groups, key, value = arg[:colon], arg[colon + 1:eq], arg[eq + 1:]
+        if colon < 0 or eq < 0 or not groups or not key or not value:
+            raise ValueError(f"--{option} option format is '<config name>:<setting>=<value>'. Got {arg}")
+        for g in groups.split(','):
+            if g not in RESTRICTED_API_GROUPS: raise ValueError(f"unknown restricted {kind} '{g}'")
+            if g in rules: raise ValueError(f"restricted {kind} '{g}' can not be specified in multiple config groups")
+            rules[g] = (prefix + key, value)
+    return rules
+
+# %% ../nbs/10_cli.ipynb #9ea6ee94
+def check_http_security(args) -> str | None:
+    "The error for inconsistent HTTP hardening flags, or None."
+    try: parse_restricted_apis(args.http_restricted_api)
+    except ValueError as e: return f'Bad option: "--http-restricted-api".\n{e}'
+    if args.http_header_forward_pattern is not None:
+        try: re.compile(args.http_header_forward_pattern)
+        except re.error as e: return f"error: --http-header-forward-pattern: '{args.http_header_forward_pattern}' is not a regular expression ({e})"
+    for flag in ('http_header_timeout_secs', 'http_body_timeout_secs', 'http_max_header_size', 'http_max_connections'):
+        v = getattr(args, flag)
+        if v is not None and v <= 0: return f"error: --{flag.replace('_', '-')} must be positive, got {v:g}"
+    return None
+
+def http_limits(args) -> tuple:
+    "(HTTP, metrics) HTTPLimits from the flags."
+    limits = HTTPLimits(args.http_header_timeout_secs, args.http_body_timeout_secs, args.http_max_header_size, args.http_max_connections)
+    return limits, dataclasses.replace(limits, max_connections=min(limits.max_connections, 256))
+
+# %% ../nbs/10_cli.ipynb #b084fb75
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser('triton-mini', description='Triton Inference Server, CPU-only, in Python: serves a Triton model repository.',
                                 allow_abbrev=False)
@@ -67,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     for ignored in ('--backend-directory', '--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size',
                     '--cuda-memory-pool-byte-size', '--rate-limit', '--cache-config', '--trace-config', '--metrics-config', '--buffer-manager-thread-count'):
         p.add_argument(ignored, action='append', default=[], metavar='VALUE', help=argparse.SUPPRESS)
+    _http_security_args(p)
     _grpc_security_args(p)
     return p
 
@@ -123,7 +174,7 @@ def check_args(args) -> str | None:
         return "error: creating server: Invalid argument - Wildcard model name '*' must be the ONLY startup model if specified at all."
     for path in args.model_repository or []:
         if not Path(path).is_dir(): return f'error: creating server: Internal - failed to stat file {path}'
-    return None
+    return check_http_security(args)
 
 def parse_args(argv=None):
     return build_parser().parse_args(argv)
@@ -175,7 +226,8 @@ def example_repository() -> Path:
     return here / 'examples' if (here / 'examples').is_dir() else here.parent / 'model_repository'
 
 # %% ../nbs/10_cli.ipynb #9f2efe2c
-async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None, grpc:dict|None=None) -> int:
+async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None, grpc:dict|None=None,
+                     limits:dict|None=None) -> int:
     "Serve {asgi_app: socket} (and gRPC, given serve()'s arguments) until SIGINT/SIGTERM or `stop`, then shut down."
     import uvicorn
     grpc_server = None
@@ -185,10 +237,11 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
         except OSError as e:
             log.error(f'failed to start GRPCInferenceService: {e}'); return 1
         log.info(f"Started GRPCInferenceService at {grpc['host']}:{grpc_server.port}")
-    servers = [uvicorn.Server(_uvicorn_config(app, timeout_graceful_shutdown=exit_timeout_secs)) for app in apps]
+    servers = [uvicorn.Server(_uvicorn_config(app, (limits or {}).get(app), timeout_graceful_shutdown=exit_timeout_secs)) for app in apps]
     for s in servers: s.capture_signals = contextlib.nullcontext   # this function owns the signals
     loop, stop = asyncio.get_running_loop(), stop or asyncio.Event()
     def on_signal(sig):
+        if stop.is_set(): _exit_now(sig)   # a second signal: the operator does not want to wait
         log.info(f'Signal ({int(sig)}) received.')
         stop.set()
     if threading.current_thread() is threading.main_thread():
@@ -199,6 +252,12 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
     if grpc_server is not None: await grpc_server.stop(exit_timeout_secs)
     await asyncio.gather(*tasks)
     return 0
+
+# %% ../nbs/10_cli.ipynb #5ef6dc16
+def _exit_now(sig):
+    log.warning(f'Signal ({int(sig)}) received again: exiting now, without waiting for requests in flight.')
+    for h in logging.getLogger('triton_mini').handlers: h.flush()
+    os._exit(128 + int(sig))
 
 # %% ../nbs/10_cli.ipynb #29a92286
 def start_server(args) -> tuple:
@@ -213,7 +272,9 @@ def start_server(args) -> tuple:
 
 def _listeners(args, server) -> dict:
     apps = {}
-    if args.allow_http: apps[HTTPFrontend(server, args.http_max_input_size)] = ('HTTPService', args.http_address, args.http_port)
+    if args.allow_http:
+        apps[HTTPFrontend(server, args.http_max_input_size, parse_restricted_apis(args.http_restricted_api),
+                          args.http_header_forward_pattern)] = ('HTTPService', args.http_address, args.http_port)
     if args.allow_metrics:
         apps[MetricsCollector(server, args.allow_cpu_metrics)] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
     return apps
@@ -247,8 +308,10 @@ def main(argv=None) -> int:
     http = next((app for app in listeners if isinstance(app, HTTPFrontend)), None)
     grpc = dict(server=server, host=args.grpc_address, port=args.grpc_port, options=grpc_opts,
                 log_settings=http.log_settings if http is not None else None) if args.allow_grpc else None
+    http_lim, metrics_lim = http_limits(args)
+    limits = {app: http_lim if isinstance(app, HTTPFrontend) else metrics_lim for app in sockets}
     stop = _TimedStop()
-    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc))
+    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc, limits=limits))
     finally:
         log.info('Waiting for in-flight requests to complete.')
         hung = server.stop(stop.remaining(args.exit_timeout_secs))

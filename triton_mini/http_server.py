@@ -4,7 +4,8 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, functools, gzip, json, logging, socket, threading, zlib
+import asyncio, functools, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
+from dataclasses import dataclass
 import numpy as np
 import orjson
 
@@ -16,10 +17,12 @@ from .server import TritonServer, call_in_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'Response', 'error_response', 'parse_json', 'split_parameters',
-           'decode_infer_request', 'classify', 'encode_infer_response', 'parse_path', 'HTTPFrontend',
-           'apply_log_settings', 'output_labels', 'decode_generate', 'generate_json', 'call_asgi', 'bind_socket',
-           'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'RESTRICTED_API_GROUPS', 'INTERNAL_ERROR', 'Response',
+           'error_response', 'parse_json', 'parse_deep_json', 'split_parameters', 'decode_infer_request', 'c_atoi',
+           'header_length', 'classify', 'encode_infer_response', 'parse_path', 'HTTPFrontend', 'apply_log_settings',
+           'output_labels', 'inflate', 'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog',
+           'exception_kind', 'call_asgi', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard',
+           'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/08_http.ipynb #643ca634
 _JSON = [(b'content-type', b'application/json')]
@@ -58,13 +61,20 @@ def _field(obj, name:str, kind:type, required:bool=True, verb:str|None='parse'):
     return v
 
 # %% ../nbs/08_http.ipynb #c7391cec
+DEEP_JSON_BYTES = 256 * 1024
+
+def _too_deep(limit): return TritonError(f'JSON nesting depth exceeds maximum allowed limit ({limit})')
+
 def parse_json(body:bytes):
     "The request body as JSON, or Triton's 500 for malformed JSON."
     try: return orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        try: return json.loads(body)   # NaN / Infinity tokens
-        except ValueError: pass
-        raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, e)} at {e.pos}', 'INTERNAL') from None
+    except orjson.JSONDecodeError as e: err = e
+    if len(body) <= DEEP_JSON_BYTES: return parse_deep_json(body)   # NaN/Infinity, deep nesting, rapidjson's words for errors
+    if str(err).startswith('depth limit'): raise _too_deep(1024)
+    try: return json.loads(body)   # NaN / Infinity tokens in a big body
+    except ValueError: pass
+    except RecursionError: raise _too_deep(1024) from None
+    raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, err)} at {err.pos}', 'INTERNAL') from None
 
 def _rapidjson_message(body:bytes, e) -> str:
     "The words rapidjson (Triton's parser) uses for the most common ways a body is not JSON."
@@ -72,12 +82,98 @@ def _rapidjson_message(body:bytes, e) -> str:
     if body.lstrip()[:1] == b'{' and e.pos <= 1 and body[e.pos:e.pos + 1] not in (b'"', b'}'): return 'Missing a name for object member.'
     return 'Invalid value.'
 
+# %% ../nbs/08_http.ipynb #82893bd0
+_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|'
+                    rb'(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null|NaN|-?Infinity)|(?=.)|\Z)', re.S)
+_OPEN_A, _OPEN_O, _CLOSE_A, _CLOSE_O, _COMMA, _COLON, _STRING, _NUMBER, _LITERAL = range(1, 10)   # token kinds: group numbers
+_LITERALS = {b'true': True, b'false': False, b'null': None, b'NaN': float('nan'), b'Infinity': float('inf'), b'-Infinity': float('-inf')}
+
+def _json_fail(what:str, pos:int):
+    raise TritonError(f'failed to parse the request JSON buffer: {what} at {pos}', 'INTERNAL')
+
+def _scalar(tok:bytes, kind:int, at:int):
+    "The value of a string, number or literal token, as rapidjson reads it."
+    try:
+        if kind == _STRING:
+            v = tok[1:-1].decode(errors='replace')      # rapidjson does not check UTF-8: read on, as it does
+            if '\\' in v: v = json.loads(f'"{v}"')
+            v.encode()             # a lone surrogate escape raises
+            return v
+        if kind == _LITERAL: return _LITERALS[tok]
+        if tok.lstrip(b'-').isdigit() and len(tok) <= 21 and -2**63 <= (i := int(tok)) < 2**64: return i
+        if math.isinf(f := float(tok)): _json_fail('Number too big to be stored in double.', at)
+        return f                   # an integer beyond 64 bits is a double in rapidjson
+    except UnicodeEncodeError: _json_fail('The surrogate pair in string is invalid.', at)
+    except ValueError: _json_fail('Invalid value.', at)
+
+# %% ../nbs/08_http.ipynb #77083b54
+_LITERAL_STARTS = {b'n': b'null', b't': b'true', b'f': b'false', b'N': b'NaN', b'I': b'Infinity'}
+_MISSING = {'key': 'Missing a name for object member.', 'firstkey': 'Missing a name for object member.',
+            ':': 'Missing a colon after a name of object member.',
+            ']': "Missing a comma or ']' after an array element.", '}': "Missing a comma or '}' after an object member."}
+
+def _unexpected(m, want, stack, body):
+    "Triton's error for a token (or the end) that cannot come next."
+    at = m.end() - len(m.group(m.lastindex)) if m.lastindex else m.end()
+    if want == 'done': _json_fail('The document root must not be followed by other values.', at)
+    if body[at:at + 1] == b'"' and want in ('value', 'first', 'key', 'firstkey'): _bad_string(body, at)
+    if want in ('value', 'first') and (lit := _LITERAL_STARTS.get(body[at:at + 1])) is not None:
+        n = next((i for i, (a, b) in enumerate(zip(body[at:], lit)) if a != b), min(len(lit), len(body) - at))   # where the word goes wrong
+        _json_fail('Invalid value.', at + n)
+    if want == 'value' and not stack and at == len(body): _json_fail('The document is empty.', at)
+    _json_fail(_MISSING.get(want, 'Invalid value.'), at)
+
+_STRING_PREFIX = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+
+def _bad_string(body:bytes, at:int):
+    "rapidjson's error for a string that does not end well: what follows its longest good prefix."
+    p = _STRING_PREFIX.match(body, at).end()
+    c = body[p:p + 1]
+    if c in (b'', b'\0'): _json_fail('Missing a closing quotation mark in string.', p)
+    if c == b'\\': _json_fail('Incorrect hex digit after \\u escape in string.' if body[p + 1:p + 2] == b'u' else 'Invalid escape character in string.', p)
+    _json_fail('Invalid escape character in string.', p)          # a control character: rapidjson's words for it
+
+def _check_number_end(body:bytes, end:int):
+    "rapidjson's error for a number cut short: a '.' or an exponent without digits."
+    c = body[end:end + 1]
+    if c == b'.': _json_fail('Miss fraction part in number.', end + 1)
+    if c in (b'e', b'E'): _json_fail('Miss exponent in number.', end + 1 + (body[end + 1:end + 2] in (b'+', b'-')))
+
+def _step(want, kind, stack):
+    "The container a token closes (or None), and what comes next; raises for a token that cannot come next."
+    if want in ('value', 'first') and kind in (_OPEN_A, _OPEN_O):
+        stack.append([] if kind == _OPEN_A else {})
+        return None, 'first' if kind == _OPEN_A else 'firstkey'
+    if (want, kind) in (('first', _CLOSE_A), ('firstkey', _CLOSE_O), (']', _CLOSE_A), ('}', _CLOSE_O)): return stack.pop(), None
+    if want in (']', '}') and kind == _COMMA: return None, 'value' if want == ']' else 'key'
+    if want == ':' and kind == _COLON: return None, 'value'
+    raise ValueError(want)
+
+def parse_deep_json(body:bytes, max_depth:int=1 << 20):
+    "Parse JSON nested up to `max_depth` levels without recursion (NaN and Infinity allowed, as in Triton)."
+    stack, keys, want, root = [], [], 'value', None
+    for m in _TOKEN.finditer(body):
+        kind = m.lastindex
+        if want == 'done' and kind is None and m.end() == len(body): break
+        scalar = kind in (_STRING, _NUMBER, _LITERAL)
+        if want in ('key', 'firstkey') and kind == _STRING: keys.append(_scalar(m.group(kind), kind, m.start(kind))); want = ':'; continue
+        if kind == _NUMBER and want in ('value', 'first'): _check_number_end(body, m.end())
+        if scalar and want in ('value', 'first'): value = _scalar(m.group(kind), kind, m.start(kind))
+        else:
+            try: value, want = _step(want, kind, stack)
+            except ValueError: _unexpected(m, want, stack, body)
+            if len(stack) > max_depth: raise _too_deep(max_depth)
+            if value is None and want is not None: continue
+        if not stack: root, want = value, 'done'; continue
+        if type(stack[-1]) is list: stack[-1].append(value); want = ']'
+        else: stack[-1][keys.pop()] = value; want = '}'
+    return root
+
 # %% ../nbs/08_http.ipynb #640fc0cb
 _RESERVED = ('sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output')
 
 def split_parameters(params) -> tuple:
     "(user parameters, reserved parameters) of a request, checked like Triton checks them."
-    if params is None: return {}, {}
     if not isinstance(params, dict): raise TritonError("failed to get request params.: attempt to get members for non-object", 'INTERNAL')
     user, reserved = {}, {}
     for k, v in params.items():
@@ -96,18 +192,18 @@ def split_parameters(params) -> tuple:
 # %% ../nbs/08_http.ipynb #e5c6940a
 def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:int) -> tuple:
     "Decode one request input; returns (name, array, new offset into the binary part)."
-    name, shape, datatype = _field(inp, 'name', str), _field(inp, 'shape', list), _field(inp, 'datatype', str)
+    params = inp.get('parameters') if isinstance(inp, dict) else None
+    params = params if isinstance(params, dict) else {}
+    sources = [s for s, present in (("'data'", isinstance(inp, dict) and 'data' in inp), ("'binary_data_size'", 'binary_data_size' in params),
+                                    ("'shared_memory_region'", 'shared_memory_region' in params)) if present]
+    if len(sources) != 1:   # Triton checks this first, before the input's name
+        raise TritonError("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+                          "'shared_memory_region' in 'parameters'. But " + (f"set {' '.join(sources)}" if sources else 'no field is set'))
+    name, datatype, shape = _field(inp, 'name', str), _field(inp, 'datatype', str), _field(inp, 'shape', list)
     for d in shape:
         if type(d) is not int or d < 0:
             raise TritonError("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer", 'INTERNAL')
     if datatype not in DATATYPES: raise TritonError(f'invalid datatype for input {name}')
-    params = inp.get('parameters') or {}
-    size = params.get('binary_data_size') if isinstance(params, dict) else None
-    sources = [s for s, present in (("'data'", 'data' in inp), ("'binary_data_size'", size is not None),
-                                    ("'shared_memory_region'", isinstance(params, dict) and 'shared_memory_region' in params)) if present]
-    if len(sources) != 1:
-        raise TritonError("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
-                          "'shared_memory_region' in 'parameters'. But " + (f"set {' '.join(sources)}" if sources else 'no field is set'))
     if sources[0] == "'shared_memory_region'": raise TritonError('shared memory is not supported by triton_mini', 'UNSUPPORTED')
     if 'data' in inp:
         return name, from_json_data(inp['data'], datatype, shape, name=name, model=model, request_id=request_id), offset
@@ -125,7 +221,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     binary = memoryview(body)[header_length:] if header_length is not None else memoryview(b'')
     doc = parse_json(json_part)
     request_id = _field(doc, 'id', str, required=False) or ''
-    user, reserved = split_parameters(doc.get('parameters') if isinstance(doc, dict) else None)
+    user, reserved = split_parameters(doc['parameters']) if isinstance(doc, dict) and 'parameters' in doc else ({}, {})   # null is not absent
     inputs, offset = {}, 0
     if _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     for inp in _field(doc, 'inputs', list):
@@ -165,6 +261,23 @@ def _output_options(doc:dict, reserved:dict) -> dict:
         opts[name] = (old[0] or b, old[1] or c)
     return opts
 
+# %% ../nbs/08_http.ipynb #c79551d1
+def c_atoi(s:bytes) -> int:
+    "What glibc's atoi makes of `s`: strtol (saturated to 64 bits), truncated to a 32-bit int."
+    m = re.match(rb'[ \t\n\v\f\r]*([+-]?)0*([0-9]*)', s)
+    sign, digits = m.groups()
+    v = int(digits) if 0 < len(digits) <= 19 else 0 if not digits else 1 << 64
+    v = min(v, (1 << 63) - 1) if sign != b'-' else -min(v, 1 << 63)
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+def header_length(value:bytes|None, content_length:int) -> int|None:
+    "The JSON header's length from Inference-Header-Content-Length (None: no header), checked like Triton."
+    if value is None: return None
+    n = c_atoi(value)
+    if not 0 <= n <= content_length:
+        raise TritonError(f"inference header size should be in range (0, {content_length}), got: {value.decode('latin-1')}")
+    return n
+
 # %% ../nbs/08_http.ipynb #4e3e8fee
 def classify(arr:np.ndarray, k:int, batching:bool, labels:list|None=None) -> np.ndarray:
     "Triton's classification extension: the top-k of each batch row as BYTES 'value:index[:label]'."
@@ -202,9 +315,20 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
                     [(b'content-type', b'application/octet-stream'), (b'inference-header-content-length', str(len(head)).encode())])
 
 # %% ../nbs/08_http.ipynb #e047619c
-@functools.lru_cache(maxsize=4096)
 def parse_path(path:str) -> tuple | None:
     "(kind, model, version, action) for a /v2 path, or None when no route matches."
+    return _parse_cached(path) if len(path) <= 256 else _parse_path(path)
+
+def _version(s:str) -> int | str | None:
+    "A version segment: its number, the segment itself when it is beyond int64, None when it is not one."
+    if not (s.isascii() and s.isdigit()): return None
+    digits = s.lstrip('0')
+    return int(digits or '0') if len(digits) < 19 or (len(digits) == 19 and digits <= '9223372036854775807') else s
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(path:str): return _parse_path(path)
+
+def _parse_path(path:str) -> tuple | None:
     p = path.split('/')
     if len(p) < 2 or p[0] != '' or p[1] != 'v2': return None
     p = p[2:]
@@ -215,8 +339,8 @@ def parse_path(path:str) -> tuple | None:
     if p[0] == 'models' and len(p) >= 2 and p[1]:
         name, rest, version = p[1], p[2:], -1
         if len(rest) >= 2 and rest[0] == 'versions':
-            if not rest[1].isdigit(): return None
-            version, rest = int(rest[1]), rest[2:]
+            version, rest = _version(rest[1]), rest[2:]
+            if version is None: return None
         if len(rest) > 1 or rest[:1] == ['']: return None
         action = rest[0] if rest else ''
         if action in ('', 'ready', 'config', 'infer', 'stats', 'generate', 'generate_stream'): return ('model', name, version, action)
@@ -234,8 +358,13 @@ _METHODS = {('server', ''): 'GET', ('health', 'live'): 'GET', ('health', 'ready'
 
 class HTTPFrontend:
     "Triton's HTTP/REST endpoints over a TritonServer, as an ASGI application."
-    def __init__(self, server:TritonServer, max_input_size:int=64 * 2**20):
-        self.server, self.max_input_size = server, max_input_size
+    def __init__(self, server:TritonServer,
+                 max_input_size:int=64 * 2**20,         # --http-max-input-size: bytes of a body, before and after decompression
+                 restricted_apis:dict|None=None,        # --http-restricted-api: {api group: (header, value)}
+                 header_forward_pattern:str|None=None): # --http-header-forward-pattern: headers that become request parameters
+        self.server, self.max_input_size, self.restricted_apis = server, max_input_size, dict(restricted_apis or {})
+        self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
+        if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')
         self.log_settings = {'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True,
                              'log_verbose_level': 0, 'log_format': 'default'}
     def __repr__(self): return f'HTTPFrontend({self.server!r})'
@@ -264,28 +393,41 @@ HTTPFrontend._models = _models
 
 # %% ../nbs/08_http.ipynb #88d6b1a0
 def _index(self:HTTPFrontend, body) -> Response:
-    doc = parse_json(body) if body.strip() else {}
-    ready = bool(doc.get('ready', False)) if isinstance(doc, dict) else False
-    return Response(200, json_dumps(self.server.repository_index(ready=ready)))
+    doc = parse_json(body) if body else {}
+    ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
+    return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
 HTTPFrontend._index = _index
 
 async def _repository(self:HTTPFrontend, name, action, body) -> Response:
-    doc = parse_json(body) if body.strip() else {}
-    params = (doc.get('parameters') or {}) if isinstance(doc, dict) else {}
-    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
-    if action == 'unload':
-        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=bool(params.get('unload_dependents', False)))
+    doc = parse_json(body) if body else {}
+    params = doc.get('parameters') if isinstance(doc, dict) else None
+    if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
+        ud = params.get('unload_dependents') if isinstance(params, dict) else None
+        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)
         return Response(200, b'')
-    config = _field(params, 'config', str, required=False, verb=None)
-    files = {k[len('file:'):]: _b64(v) for k, v in params.items() if k.startswith('file:')}
+    config, files = _load_parameters(params)
     await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
     return Response(200, b'')
 HTTPFrontend._repository = _repository
 
-def _b64(v):
+def _load_parameters(params) -> tuple:
+    "(config, {path: bytes}) from a load request's parameters: every one a string, `config` or `file:<path>`."
+    if params is None: return None, {}
+    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
+    config, files = None, {}
+    for k, v in params.items():
+        if not isinstance(v, str): raise TritonError('attempt to access JSON non-string as string', 'INTERNAL')
+        if k == 'config': config = v
+        elif k.startswith('file:'): files[k[len('file:'):]] = _b64(v)
+        else: raise TritonError('unexpected error on creating Triton parameter', 'INTERNAL')
+    return config, files
+
+def _b64(v:str) -> bytes:
+    "Base64 decoded the lenient way Triton's libb64 does it: characters outside the alphabet are skipped."
     import base64
-    if not isinstance(v, str): raise TritonError("Unable to parse 'file': attempt to access JSON non-string as string", 'INTERNAL')
-    return base64.b64decode(v)
+    data = re.sub(rb'[^A-Za-z0-9+/]', b'', v.encode())
+    if len(data) % 4 == 1: data = data[:-1]
+    return base64.b64decode(data + b'=' * (-len(data) % 4))
 
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
 HTTPFrontend._stats = _stats
@@ -294,6 +436,7 @@ HTTPFrontend._stats = _stats
 def _logging(self:HTTPFrontend, method, body) -> Response:
     if method == 'POST':
         doc = parse_json(body) if body.strip() else {}
+        if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
         if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
         for k in ('log_info', 'log_warning', 'log_error'):
             if k in doc: self.log_settings[k] = _field(doc, k, bool, verb=None)
@@ -324,28 +467,90 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 # %% ../nbs/08_http.ipynb #38bb04c3
-async def _infer(self:HTTPFrontend, name, version, body, headers) -> Response:
-    hl = headers.get(b'inference-header-content-length')
-    header_length = int(hl) if hl is not None else None
-    if header_length == 0 or not body: return await self._raw_infer(name, version, body)
-    req, opts = decode_infer_request(name, version, body, header_length)
-    m = self.server.repository.get(name, version)
+async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
+    m = self.server.repository.get(name, version)     # Triton looks at the model before the body
     if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
+    body = await self._inflated(body, headers.get(b'content-encoding'))
+    n = header_length(headers.get(b'inference-header-content-length'), len(body))
+    if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
+    else: req, opts = decode_infer_request(name, version, body, n)
+    if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
-    return encode_infer_response(req, resp, opts, m.batching, output_labels(m))
+    return encode_infer_response(req, resp, opts, m.batching, output_labels(m) if n != 0 and body else None)
 HTTPFrontend._infer = _infer
 
 def output_labels(m):
     "Classification labels per output: read by the core when the version loaded, inside its model folder."
     return m.labels
 
+# %% ../nbs/08_http.ipynb #b777df3b
+class _Inflater:
+    "zlib inflation (gzip or zlib framing) fed in pieces, refusing more than `limit` bytes of output."
+    def __init__(self, limit:int): self.z, self.limit, self.parts, self.size = zlib.decompressobj(32 + 15), limit, [], 0
+
+    def feed(self, data):
+        while data and not self.z.eof:
+            out = self.z.decompress(data, self.limit + 1 - self.size)
+            self.parts.append(out); self.size += len(out)
+            if self.size > self.limit:
+                raise TritonError(f'Decompressed data size exceeds the maximum allowed value of {self.limit} bytes. Use --http-max-input-size to increase the limit.')
+            if not out and self.z.unconsumed_tail == data: break
+            data = self.z.unconsumed_tail
+
+def inflate(body:bytes, limit:int, piece:int=1 << 16) -> bytes:
+    "`body` inflated as Triton inflates it: up to `limit` bytes, keeping what decoded before any error."
+    if not body: raise TritonError('nothing to be decompressed')
+    inf, view = _Inflater(limit), memoryview(body)
+    for start in range(0, len(body), piece):
+        chunk, saved, kept = view[start:start + piece], inf.z.copy(), (len(inf.parts), inf.size)
+        try: inf.feed(chunk)
+        except zlib.error:           # replay this piece a byte at a time, to keep what decodes before the error
+            inf.z, inf.size = saved, kept[1]
+            del inf.parts[kept[0]:]
+            try:
+                for i in range(len(chunk)): inf.feed(chunk[i:i + 1])
+            except zlib.error: pass
+            break
+        if inf.z.eof: break
+    return b''.join(inf.parts)
+
+# %% ../nbs/08_http.ipynb #6acf842a
+_ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
+
+async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes:
+    "The /infer body as Triton reads it: inflated for gzip and deflate (on a thread when it is not tiny)."
+    if encoding is None or encoding == b'identity': return body
+    if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
+    if len(body) <= 4096: return inflate(body, self.max_input_size)
+    return await asyncio.to_thread(inflate, body, self.max_input_size)
+HTTPFrontend._inflated = _inflated
+
+class _Reply(Exception):
+    "Raised by a handler to answer with this exact response (for headers an error response does not have)."
+    def __init__(self, response:Response): self.response = response
+
+def _identity_only(headers:dict):
+    "generate and generate_stream take no Content-Encoding but identity (Triton: 400)."
+    enc = headers.get(b'content-encoding')
+    if enc is not None and enc != b'identity': raise TritonError("Unsupported content-encoding, only 'identity' is supported.")
+
+# %% ../nbs/08_http.ipynb #945d904a
+def _forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
+    "{header as the client spelled it: value} for the (name, value) pairs --http-header-forward-pattern matches."
+    out = {}
+    for name, value in headers:
+        key = name.decode('latin-1')
+        if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
+    return out
+HTTPFrontend.forwarded_headers = _forwarded_headers
+
 # %% ../nbs/08_http.ipynb #a8115842
-async def _raw_infer(self:HTTPFrontend, name, version, body) -> Response:
-    m = self.server.repository.get(name, version)
+def _raw_request(m, name, version, body) -> InferenceRequest:
+    "The one-input request a raw body is, for model `m`."
     if len(m.config.input) != 1:
         raise TritonError(f"{request_prefix()}Raw request must only have 1 input (found 1) to be deduced but got {len(m.config.input)} inputs in '{name}' model configuration")
     spec = m.config.input[0]
@@ -353,18 +558,12 @@ async def _raw_infer(self:HTTPFrontend, name, version, body) -> Response:
     if wire == 'BYTES':   # the whole body is the one string (no length prefix)
         if dims != [1]: raise TritonError(f"{request_prefix()}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]")
         arr = np.array([bytes(body)], dtype=object)
-        req = InferenceRequest(name, {spec.name: arr.reshape([1, 1] if m.batching else [1])}, model_version=version)
-    else:
-        n = len(body) // DATATYPES[wire].itemsize
-        known = int(np.prod([d for d in dims if d != -1])) if dims else 1
-        shape = [n // known if d == -1 else d for d in dims] if -1 in dims else dims
-        if m.batching: shape = [1] + shape
-        req = InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name=spec.name, model=name)}, model_version=version)
-    m, fut = _submit_one(self.server, req)
-    resp = await fut
-    if resp.error is not None: return error_response(resp.error)
-    return encode_infer_response(req, resp, {None: (True, 0)}, m.batching)
-HTTPFrontend._raw_infer = _raw_infer
+        return InferenceRequest(name, {spec.name: arr.reshape([1, 1] if m.batching else [1])}, model_version=version)
+    n = len(body) // DATATYPES[wire].itemsize
+    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
+    shape = [n // known if d == -1 else d for d in dims] if -1 in dims else dims
+    if m.batching: shape = [1] + shape
+    return InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name='raw_input', model=name)}, model_version=version)   # Triton's name for it in errors
 
 # %% ../nbs/08_http.ipynb #03b51f42
 def _generate_input(m, spec, value, req_id):
@@ -387,12 +586,16 @@ def decode_generate(m, body:bytes) -> InferenceRequest:
     doc = parse_json(body)
     if not isinstance(doc, dict): raise TritonError('Unable to parse request body: expected a JSON object', 'INTERNAL')
     specs, inputs, params = {i.name: i for i in m.config.input}, {}, {}
-    nested = doc.get('parameters') if isinstance(doc.get('parameters'), dict) else {}
     req_id = doc['id'] if isinstance(doc.get('id'), str) else ''
-    for k, v in list(doc.items()) + list(nested.items()):
-        if k == 'parameters' and v is nested: continue
+    def take(k, v, where=''):
         if k in specs: inputs[k] = _generate_input(m, specs[k], v, req_id)
+        elif v is None or isinstance(v, (list, dict)):
+            raise TritonError(f"{where}parameter '{k}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         else: params[k] = v
+    for k, v in doc.items():
+        if k != 'parameters': take(k, v); continue
+        if not isinstance(v, dict): raise TritonError("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object", 'INTERNAL')
+        for nk, nv in v.items(): take(nk, nv, "Converting keyword: 'parameters': ")
     return InferenceRequest(m.name, inputs, model_version=m.version, id=req_id, parameters=params)
 
 # %% ../nbs/08_http.ipynb #7cb420cb
@@ -414,8 +617,9 @@ def _submit_stream(server, req):
     req.response_callback = lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final))
     return server.submit(req), queue
 
-async def _generate(self:HTTPFrontend, name, version, body) -> Response:
+async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Response:
     m = self.server.repository.get(name, version)
+    _identity_only(headers)
     req = decode_generate(m, body)
     m, queue = _submit_stream(self.server, req)
     responses = []
@@ -433,9 +637,10 @@ HTTPFrontend._generate = _generate
 # %% ../nbs/08_http.ipynb #5695630a
 _SSE = [(b'content-type', b'text/event-stream; charset=utf-8')]
 
-async def _generate_stream(self:HTTPFrontend, name, version, body, send):
+async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}):
     "Stream each response as a Server-Sent Event; the status follows the first response."
     m = self.server.repository.get(name, version)
+    _identity_only(headers)
     req = decode_generate(m, body)
     m, queue = _submit_stream(self.server, req)
     started = False
@@ -453,18 +658,97 @@ async def _generate_stream(self:HTTPFrontend, name, version, body, send):
 HTTPFrontend._generate_stream = _generate_stream
 
 # %% ../nbs/08_http.ipynb #56e5a5d9
-async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None) -> Response | None:
+RESTRICTED_API_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository',
+                         'statistics', 'trace', 'logging')
+
+_API_GROUP = {('server', ''): 'metadata', ('health', 'live'): 'health', ('health', 'ready'): 'health',
+              ('models', ''): 'model-repository', ('stats', ''): 'statistics', ('index', ''): 'model-repository',
+              ('repository', 'load'): 'model-repository', ('repository', 'unload'): 'model-repository',
+              ('model', ''): 'metadata', ('model', 'ready'): 'health', ('model', 'config'): 'model-config',
+              ('model', 'stats'): 'statistics', ('model', 'infer'): 'inference', ('model', 'generate'): 'inference',
+              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging'}
+_UNSERVED = ((re.compile(r'/v2/(?:models/[^/]+(?:/versions/[0-9]+)?/)?trace/setting'), 'trace'),
+             (re.compile(r'/v2/(?:system|cuda)sharedmemory(?:/region/[^/]+)?/(?:status|register|unregister)'), 'shared-memory'),
+             (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
+
+def api_group(path:str, route:tuple|None) -> str|None:
+    "The --http-restricted-api group of a request (None: a path Triton has no endpoint for)."
+    if route is not None: return _API_GROUP[route[0], route[3]]
+    return next((group for rx, group in _UNSERVED if rx.fullmatch(path)), None)
+
+def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|None:
+    "Triton's 403 when `group` is restricted and the request's first header of that name lacks the value."
+    rule = self.restricted_apis.get(group)
+    if rule is None: return None
+    name = rule[0].lower().encode('latin-1')
+    if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
+    return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
+HTTPFrontend._restricted = _restricted
+
+# %% ../nbs/08_http.ipynb #aef294f0
+class RateLimitedLog:
+    "Log each kind of trouble the first time, then at most once per `every` seconds, counting the repeats."
+    def __init__(self, logger, every:float=60, clock=time.monotonic, max_kinds:int=1000):
+        self.logger, self.every, self.clock, self.max_kinds, self.kinds = logger, every, clock, max_kinds, {}
+
+    def allow(self, kind) -> tuple:
+        "(log it now?, repeats suppressed since it was last logged, first time?)"
+        now, seen = self.clock(), self.kinds.get(kind)
+        if seen is not None and now - seen[0] < self.every:
+            seen[1] += 1
+            return False, seen[1], False
+        if seen is None and len(self.kinds) >= self.max_kinds: self.kinds.clear()   # bound the memory
+        self.kinds[kind] = [now, 0]
+        return True, seen[1] if seen else 0, seen is None
+
+    def report(self, kind, message:str, exc:BaseException|None=None, level:int=logging.WARNING) -> bool:
+        "Log `message` (with `exc`'s traceback the first time) unless `kind` was logged recently."
+        ok, repeats, first = self.allow(kind)
+        if ok:
+            more = f' ({repeats} more since the last report)' if repeats else ''
+            self.logger.log(level, message + more, exc_info=exc if first and exc is not None else None)
+        return ok
+
+def exception_kind(e:BaseException) -> str:
+    "An exception's type and the place it was raised: what makes two failures the same bug."
+    tb = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
+    return f'{type(e).__name__} at {tb[0].filename.rsplit("/", 1)[-1]}:{tb[0].lineno}' if tb else type(e).__name__
+
+_noisy = RateLimitedLog(log)
+INTERNAL_ERROR = "internal error while handling the request (the server's log has the details)"
+
+# %% ../nbs/08_http.ipynb #5ddd0e61
+class _Throttle(logging.Filter):
+    "A logging filter: each distinct message at most once a minute, with the count of the ones dropped."
+    def __init__(self): super().__init__(); self.log = RateLimitedLog(None)
+    def filter(self, record):
+        ok, repeats, _ = self.log.allow(record.getMessage())
+        if ok and repeats: record.msg, record.args = f'{record.getMessage()} ({repeats} more since the last report)', ()
+        return ok
+
+def _quiet_uvicorn():
+    "Throttle uvicorn's error logger (once per process)."
+    lg = logging.getLogger('uvicorn.error')
+    if not any(isinstance(f, _Throttle) for f in lg.filters): lg.addFilter(_Throttle())
+
+# %% ../nbs/08_http.ipynb #6c86e435
+def _version_error(v:str) -> TritonError:
+    return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
+
+async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None) -> Response | None:
     route = parse_path(path)
+    if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
     kind, name, version, action = route
     if kind == 'logging':
         if method not in ('GET', 'POST'): return NOT_ALLOWED
     elif _METHODS[(kind, action)] != method: return NOT_ALLOWED
     try:
+        if isinstance(version, str): raise _version_error(version)
         if kind == 'model':
-            if action == 'infer': return await self._infer(name, version, body, headers)
-            if action == 'generate': return await self._generate(name, version, body)
-            if action == 'generate_stream': return await self._generate_stream(name, version, body, send)
+            if action == 'infer': return await self._infer(name, version, body, headers, raw_headers)
+            if action == 'generate': return await self._generate(name, version, body, headers)
+            if action == 'generate_stream': return await self._generate_stream(name, version, body, send, headers)
             return self._model_get(name, version, action)
         if kind == 'health': return self._health(action, body, headers)
         if kind == 'server': return self._server()
@@ -474,27 +758,30 @@ async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:
         if kind == 'repository': return await self._repository(name, action, body)
         if kind == 'logging': return self._logging(method, body)
     except TritonError as e: return error_response(e)
-    except Exception as e:        # a bug, or a request shape nobody foresaw: still a JSON error, and a log line
-        log.exception(f'{method} {path} failed')
-        return error_response(TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))
+    except _Reply as r: return r.response
+    except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
+        _noisy.report(exception_kind(e), f'{method} {path[:200]} failed: {exception_kind(e)}', e, logging.ERROR)
+        return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
 HTTPFrontend.dispatch = _dispatch
 
-# %% ../nbs/08_http.ipynb #aef294f0
-async def _read_body(receive, limit:int) -> bytes:
+# %% ../nbs/08_http.ipynb #ad4247ed
+class _ClientGone(Exception): "The client disconnected before its body was complete."
+
+async def _receive_body(receive) -> dict:
     msg = await receive()
+    if msg['type'] == 'http.disconnect': raise _ClientGone()
+    return msg
+
+async def _read_body(receive, limit:int) -> bytes:
+    msg = await _receive_body(receive)
     body = msg.get('body', b'')
     if not msg.get('more_body'): return body
     parts, n = [body], len(body)
     while msg.get('more_body'):
-        msg = await receive()
+        msg = await _receive_body(receive)
         parts.append(msg.get('body', b'')); n += len(parts[-1])
         if n > limit: break
     return b''.join(parts)
-
-def _decompress(body:bytes, encoding:bytes) -> bytes:
-    if encoding == b'gzip': return gzip.decompress(body)
-    if encoding == b'deflate': return zlib.decompress(body)
-    raise TritonError('Unsupported compression type', 'UNSUPPORTED')
 
 def _compress(resp:Response, accept:bytes) -> Response:
     enc = b'gzip' if b'gzip' in accept else b'deflate' if b'deflate' in accept else None
@@ -502,29 +789,34 @@ def _compress(resp:Response, accept:bytes) -> Response:
     body = gzip.compress(resp.body) if enc == b'gzip' else zlib.compress(resp.body)
     return Response(resp.status, body, list(resp.headers) + [(b'content-encoding', enc)])
 
-# %% ../nbs/08_http.ipynb #8d71c454
+# %% ../nbs/08_http.ipynb #96428e98
 async def _asgi(self:HTTPFrontend, scope, receive, send):
     if scope['type'] != 'http':
         if scope['type'] == 'lifespan':
             while (await receive())['type'] != 'lifespan.shutdown': await send({'type': 'lifespan.startup.complete'})
             await send({'type': 'lifespan.shutdown.complete'})
         return
+    try: await self._serve(scope, receive, send)
+    except _ClientGone: return       # nobody to answer
+    except Exception as e:
+        _noisy.report(exception_kind(e), f"{scope.get('method')} request failed: {exception_kind(e)}", e, logging.ERROR)
+        try: await _send(send, error_response(TritonError(INTERNAL_ERROR, 'INTERNAL')))
+        except Exception: pass       # the response had started: nothing more to say
+HTTPFrontend.__call__ = _asgi
+
+async def _serve(self:HTTPFrontend, scope, receive, send):
     headers = dict(scope['headers'])
     length = int(headers.get(b'content-length', 0) or 0)
     if length > self.max_input_size: return await _send(send, _too_large(length, self.max_input_size))
     body = await _read_body(receive, self.max_input_size)
     if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
-    enc = headers.get(b'content-encoding')
-    if enc and enc != b'identity':
-        try: body = _decompress(body, enc)
-        except TritonError as e: return await _send(send, error_response(e, _JSON + [(b'accept-encoding', b'gzip, deflate')]))
-        except (OSError, zlib.error): return await _send(send, Response(400, b'{"error":"failed to decompress the request body"}'))
     path = scope.get('raw_path') or scope['path'].encode()
-    resp = await self.dispatch(scope['method'], path.split(b'?', 1)[0].decode('latin-1'), headers, body, send)
+    raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
+    resp = await self.dispatch(scope['method'], path.split(b'?', 1)[0].decode('latin-1'), headers, body, send, raw)
     if resp is None: return          # a stream that already sent itself
     if b'accept-encoding' in headers: resp = _compress(resp, headers[b'accept-encoding'])
     await _send(send, resp)
-HTTPFrontend.__call__ = _asgi
+HTTPFrontend._serve = _serve
 
 def _too_large(n, limit):
     return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
@@ -549,11 +841,138 @@ async def call_asgi(app, method:str, path:str, body:bytes=b'', headers:dict|None
     start = sent[0]
     return start['status'], dict(start['headers']), b''.join(m.get('body', b'') for m in sent[1:])
 
+# %% ../nbs/08_http.ipynb #dbd2524c
+def default_max_connections() -> int:
+    "Half the process's soft open-file limit (the other half stays for gRPC, metrics and model files)."
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(16, min(soft if soft != resource.RLIM_INFINITY else 1 << 17, 1 << 17) // 2)
+
+@dataclass
+class HTTPLimits:
+    "How long a client may take to send a request, how big its head may be, and how many connections may be open."
+    header_timeout: float = 30.0            # seconds to a complete request head
+    body_timeout: float = 60.0              # seconds without a body byte
+    max_header_size: int = 64 * 1024        # bytes of request line + headers
+    max_connections: int | None = None      # None: default_max_connections()
+
+    def __post_init__(self):
+        if self.max_connections is None: self.max_connections = default_max_connections()
+
+# %% ../nbs/08_http.ipynb #b0fe165d
+_UPGRADE = re.compile(rb'(\r\n)upgrade[ \t]*:', re.IGNORECASE)
+
+def _raw_response(status:str, message:str) -> bytes:
+    body = json_dumps({'error': message})
+    return (f'HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n'
+            f'connection: close\r\n\r\n').encode() + body
+
+class ConnectionGuard:
+    "Mixin: caps open connections and header size; closes connections that are too slow to send a request."
+    limits: HTTPLimits = HTTPLimits()   # guarded_protocol() gives each server class its own
+    _sweeping = False                   # per class: is a sweep scheduled?
+    _deadline = None                    # loop time by which this connection must make progress; None: no limit now
+    _refused = _head_too_big = _in_head = False
+
+    def connection_made(self, transport):
+        if len(self.connections) >= self.limits.max_connections:
+            self._refused = True
+            _noisy.report('connections', f'refusing connections: {len(self.connections)} are open (--http-max-connections)')
+            transport.write(_raw_response('503 Service Unavailable', f'too many open connections (limit {self.limits.max_connections})'))
+            return transport.close()
+        super().connection_made(transport)
+        self._expect_head()
+        cls = type(self)
+        if not cls._sweeping:
+            cls._sweeping = True
+            self.loop.call_later(_SWEEP_SECS, _sweep, cls, self.connections, self.loop)
+
+    def connection_lost(self, exc):
+        if not self._refused: super().connection_lost(exc)
+
+    def _expect_head(self):
+        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + self.limits.header_timeout, 0, [], True
+
+    def data_received(self, data:bytes):
+        if self._in_head:
+            end = data.find(b'\r\n\r\n') % (len(data) + 1)      # the end of the head in this chunk (all of it if none)
+            if _UPGRADE.search(data, 0, end): data = _UPGRADE.sub(rb'\1Upgrad_:', data[:end]) + data[end:]
+        super().data_received(data)
+
+# %% ../nbs/08_http.ipynb #fd5be9c2
+def _on_message_begin(self):
+    self._expect_head()
+    super(ConnectionGuard, self).on_message_begin()
+
+def _count_head(self, n:int):
+    self._head_bytes += n
+    if self._head_bytes > self.limits.max_header_size:
+        self._head_too_big = True
+        raise ValueError('request head too large')   # stops the parser; send_400_response answers 431
+
+def _on_url(self, url):
+    self._count_head(len(url))
+    super(ConnectionGuard, self).on_url(url)
+
+def _on_header(self, name, value):
+    self._count_head(len(name) + len(value) + 4)
+    self._raw.append((name, value))
+    super(ConnectionGuard, self).on_header(name, value)
+
+def _on_headers_complete(self):
+    self._in_head = False
+    self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
+    self._deadline = self.loop.time() + self.limits.body_timeout
+    super(ConnectionGuard, self).on_headers_complete()
+
+def _on_body(self, body):
+    self._deadline = self.loop.time() + self.limits.body_timeout
+    super(ConnectionGuard, self).on_body(body)
+
+def _on_message_complete(self):
+    self._deadline = None
+    super(ConnectionGuard, self).on_message_complete()
+
+def _on_response_complete(self):
+    super(ConnectionGuard, self).on_response_complete()
+    if self.cycle is None or self.cycle.response_complete: self._expect_head()   # unless a pipelined request started
+
+def _send_400_response(self, msg:str):
+    "Malformed HTTP gets a JSON answer too (431 for a head over --http-max-header-size), then the connection closes."
+    if self._head_too_big: data = _raw_response('431 Request Header Fields Too Large', f'request head exceeds {self.limits.max_header_size} bytes')
+    else: data = _raw_response('400 Bad Request', msg)
+    self.transport.write(data)
+    self.transport.close()
+
+for _f in (_on_message_begin, _on_url, _on_header, _on_headers_complete, _on_body, _on_message_complete, _on_response_complete):
+    setattr(ConnectionGuard, _f.__name__[1:], _f)
+ConnectionGuard._count_head, ConnectionGuard.send_400_response = _count_head, _send_400_response
+
+# %% ../nbs/08_http.ipynb #8d5d3253
+_SWEEP_SECS = 0.5
+
+def _sweep(cls, connections:set, loop):
+    "Close the connections that missed their deadline; again in a moment while any are open."
+    now = loop.time()
+    for c in list(connections):
+        if c._deadline is not None and c._deadline < now and not c.transport.is_closing():
+            _noisy.report('slow', 'closing connections that did not send a request in time (--http-header-timeout-secs / --http-body-timeout-secs)')
+            c.transport.close()
+    if connections: loop.call_later(_SWEEP_SECS, _sweep, cls, connections, loop)
+    else: cls._sweeping = False
+
+def guarded_protocol(limits:HTTPLimits|None=None):
+    "uvicorn's httptools protocol with `limits` enforced: a class, as uvicorn.Config(http=...) takes it."
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    return type('GuardedHttpToolsProtocol', (ConnectionGuard, HttpToolsProtocol), {'limits': limits or HTTPLimits()})
+
 # %% ../nbs/08_http.ipynb #7bd7dc2a
-def _uvicorn_config(app, **kw):
+def _uvicorn_config(app, limits:HTTPLimits|None=None, **kw):
     import uvicorn
-    return uvicorn.Config(app, loop='uvloop', http='httptools', lifespan='off', access_log=False, proxy_headers=False,
-                          log_level='warning', server_header=False, date_header=False, **kw)
+    config = uvicorn.Config(app, loop='uvloop', http=guarded_protocol(limits), lifespan='off', access_log=False, proxy_headers=False,
+                            log_level='warning', server_header=False, date_header=False, **kw)
+    _quiet_uvicorn()
+    return config
 
 def bind_socket(host:str='0.0.0.0', port:int=0) -> socket.socket:
     "A listening TCP socket (port 0: any free port), with Nagle's algorithm off for its connections."
@@ -566,8 +985,8 @@ def bind_socket(host:str='0.0.0.0', port:int=0) -> socket.socket:
 # %% ../nbs/08_http.ipynb #299c43a8
 class HTTPService:
     "Run ASGI apps (the HTTP frontend, the metrics app) with uvicorn in a background thread."
-    def __init__(self, apps:dict, exit_timeout_secs:float=30):
-        self.apps, self.exit_timeout = apps, exit_timeout_secs   # {app: socket}
+    def __init__(self, apps:dict, exit_timeout_secs:float=30, limits:HTTPLimits|None=None):
+        self.apps, self.exit_timeout, self.limits = apps, exit_timeout_secs, limits   # {app: socket}
         self.servers, self._thread, self._ready = [], None, threading.Event()
 
     @property
@@ -575,7 +994,7 @@ class HTTPService:
 
     def start(self):
         import uvicorn
-        self.servers = [uvicorn.Server(_uvicorn_config(app, timeout_graceful_shutdown=self.exit_timeout)) for app in self.apps]
+        self.servers = [uvicorn.Server(_uvicorn_config(app, self.limits, timeout_graceful_shutdown=self.exit_timeout)) for app in self.apps]
         for s in self.servers: s.install_signal_handlers = lambda: None
         async def main():
             tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(self.servers, self.apps.values())]

@@ -10,7 +10,7 @@ import psutil
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
 from .pb_utils import MetricFamily
-from .http_server import Response, NOT_FOUND, NOT_ALLOWED, _send
+from .http_server import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
 
 # %% auto #0
 __all__ = ['REQUEST_FAMILIES', 'PENDING', 'BATCH_BUCKETS', 'family', 'histogram_samples', 'MetricsCollector',
@@ -154,5 +154,9 @@ async def _metrics_asgi(self:MetricsCollector, scope, receive, send):
     path = scope['path']
     if path not in ('/metrics', '/metrics/', '/'): return await _send(send, NOT_FOUND)
     if scope['method'] != 'GET': return await _send(send, NOT_ALLOWED)
-    await _send(send, Response(200, self.render().encode() if path != '/' else b'', _TEXT))
+    try: text = self.render().encode() if path != '/' else b''
+    except Exception as e:
+        _noisy.report(exception_kind(e), f'metrics scrape failed: {exception_kind(e)}', e, 40)
+        return await _send(send, Response(500, b'{"error":"' + INTERNAL_ERROR.encode() + b'"}'))
+    await _send(send, Response(200, text, _TEXT))
 MetricsCollector.__call__ = _metrics_asgi

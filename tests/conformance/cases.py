@@ -10,7 +10,7 @@ Where triton-mini differs on purpose, the case says so in `xfail` (run as `xfail
 Requests that hang real Triton 2.51 are not sent at all; they are listed at the end of this file.
 """
 from __future__ import annotations
-import base64, gzip, json, struct
+import base64, gzip, json, struct, zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -421,6 +421,68 @@ case('stream_missing_input', 'POST', f'{G}/generate_stream', gen_body(foo=1), co
 case('gzip_request', 'POST', f'{ADD}/infer', gzip.compress(encode(OK)), headers={'Content-Encoding': 'gzip'})
 case('gzip_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'gzip'})
 case('deflate_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'deflate'})
+
+# Bad compressed bodies (issue 18): Triton inflates what it can and goes on with that; only /infer inflates.
+GZ = gzip.compress(encode(OK))
+case('gzip_truncated', 'POST', f'{ADD}/infer', GZ[:len(GZ) // 2], headers={'Content-Encoding': 'gzip'})
+case('gzip_without_trailer', 'POST', f'{ADD}/infer', GZ[:-4], headers={'Content-Encoding': 'gzip'})
+case('gzip_corrupt', 'POST', f'{ADD}/infer', GZ[:10] + b'\xff' * 40, headers={'Content-Encoding': 'gzip'})
+case('gzip_corrupt_middle', 'POST', f'{ADD}/infer', GZ[:40] + bytes(b ^ 0x5A for b in GZ[40:60]) + GZ[60:], headers={'Content-Encoding': 'gzip'})
+case('gzip_not_compressed', 'POST', f'{ADD}/infer', OK, headers={'Content-Encoding': 'gzip'})
+case('gzip_empty_body', 'POST', f'{ADD}/infer', b'', headers={'Content-Encoding': 'gzip'})
+case('gzip_zlib_framing', 'POST', f'{ADD}/infer', zlib.compress(encode(OK)), headers={'Content-Encoding': 'gzip'})
+case('deflate_gzip_framing', 'POST', f'{ADD}/infer', GZ, headers={'Content-Encoding': 'deflate'})
+case('deflate_raw_stream', 'POST', f'{ADD}/infer', zlib.compress(encode(OK))[2:-4], headers={'Content-Encoding': 'deflate'})
+case('gzip_trailing_bytes', 'POST', f'{ADD}/infer', GZ + b'garbage', headers={'Content-Encoding': 'gzip'})
+case('gzip_two_members', 'POST', f'{ADD}/infer', GZ + GZ, headers={'Content-Encoding': 'gzip'})
+case('content_encoding_uppercase', 'POST', f'{ADD}/infer', GZ, headers={'Content-Encoding': 'GZIP'})
+case('content_encoding_identity', 'POST', f'{ADD}/infer', OK, headers={'Content-Encoding': 'identity'})
+case('gzip_index_not_inflated', 'POST', '/v2/repository/index', gzip.compress(b'{}'), headers={'Content-Encoding': 'gzip'})
+case('br_index_ignored', 'POST', '/v2/repository/index', b'{}', headers={'Content-Encoding': 'br'})
+case('gzip_logging_not_inflated', 'POST', '/v2/logging', gzip.compress(b'{}'), headers={'Content-Encoding': 'gzip'})
+case('gzip_generate', 'POST', '/v2/models/gen/generate', gzip.compress(b'{"text_input":"a"}'), headers={'Content-Encoding': 'gzip'})
+case('deflate_generate_stream', 'POST', '/v2/models/gen/generate_stream', b'{"text_input":"a"}', headers={'Content-Encoding': 'deflate'})
+case('identity_generate', 'POST', '/v2/models/gen/generate', b'{"text_input":"a"}', headers={'Content-Encoding': 'identity'})
+case('gzip_unknown_model', 'POST', '/v2/models/nope/infer', b'\x1f\x8b garbage', headers={'Content-Encoding': 'gzip'})
+
+# Inference-Header-Content-Length is read with C's atoi (issue 18: no parse error, 'abc' is 0, a raw request)
+case('ihcl_not_a_number', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': 'abc'})
+case('ihcl_not_a_number_one_input', 'POST', '/v2/models/identity_int32/infer', i32(5), headers={'Inference-Header-Content-Length': 'abc'})
+case('ihcl_digits_then_text', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': '12abc'})
+case('ihcl_empty', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': ''})
+case('ihcl_negative', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': '-1'})
+case('ihcl_twenty_digits', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': '9' * 20})
+case('ihcl_plus_sign', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': '+' + str(len(encode(OK)))})
+case('ihcl_wraps_at_32_bits', 'POST', f'{ADD}/infer', OK, headers={'Inference-Header-Content-Length': str(2**32 + len(encode(OK)))})
+
+# JSON nested deeper than orjson (1,024) and the standard library (~1,000) go: rapidjson has no limit
+DEEP = 2000
+case('json_nested_inputs', 'POST', f'{ADD}/infer', b'{"inputs":' + b'[' * DEEP + b']' * DEEP + b'}')
+case('json_nested_data', 'POST', f'{ADD}/infer',
+     encode(infer(tensor('INPUT0', 'FP32', [1, 4], 0))).replace(b'"data": 0', b'"data": ' + b'[' * DEEP + b'1' + b']' * DEEP))
+case('json_nested_root_array', 'POST', f'{ADD}/infer', b'[' * DEEP + b']' * DEEP)
+case('json_nested_objects', 'POST', f'{ADD}/infer', b'{"a":' * DEEP + b'1' + b'}' * DEEP)
+case('json_nested_unclosed', 'POST', f'{ADD}/infer', b'{"inputs":' + b'[' * 10000)
+case('json_nested_100k', 'POST', f'{ADD}/infer', b'{"inputs":' + b'[' * 100_000 + b']' * 100_000 + b'}')
+case('json_nested_generate', 'POST', '/v2/models/gen/generate', b'{"a":' * DEEP + b'1' + b'}' * DEEP)
+case('json_nested_index', 'POST', '/v2/repository/index', b'{"a":' * DEEP + b'1' + b'}' * DEEP)
+case('json_nested_logging', 'POST', '/v2/logging', b'{"a":' * DEEP + b'1' + b'}' * DEEP)
+case('json_input_not_an_object', 'POST', f'{ADD}/infer', {'inputs': [[]]})
+case('json_input_empty_object', 'POST', f'{ADD}/infer', {'inputs': [{}]})
+case('json_binary_size_null', 'POST', f'{ADD}/infer', with_input(0, data=None, parameters={'binary_data_size': None}))
+case('json_unknown_model_bad_body', 'POST', '/v2/models/nope/infer', b'{bad')
+
+# Version segments beyond int64 (a 5,000-digit one made triton-mini answer a plain-text 500)
+V = '9' * 1000
+case('version_beyond_int64', 'GET', f'{ADD}/versions/9223372036854775808')
+case('version_int64_max', 'GET', f'{ADD}/versions/9223372036854775807')
+case('version_20_digits_ready', 'GET', f'{ADD}/versions/{"9" * 20}/ready')
+case('version_20_digits_config', 'GET', f'{ADD}/versions/{"9" * 20}/config')
+case('version_20_digits_stats', 'GET', f'{ADD}/versions/{"9" * 20}/stats')
+case('version_1000_digits_infer', 'POST', f'{ADD}/versions/{V}/infer', OK)
+case('version_1000_digits_metadata', 'GET', f'{ADD}/versions/{V}')
+case('version_1000_digits_generate', 'POST', f'/v2/models/gen/versions/{V}/generate', gen_body(text_input='a'))
+case('version_1000_digits_wrong_method', 'GET', f'{ADD}/versions/{V}/infer')
 
 # ---------------------------------------------------------------------------------------------------------
 # Statistics (§10): stats_model is called only here, so the counts are known; timings are normalised away.

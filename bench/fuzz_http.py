@@ -1,0 +1,54 @@
+"""A long HTTP fuzzing run against a triton-mini process (issue 18): the same generator and checks as
+tests/test_http_fuzz.py, as many cases as you ask for, with a summary of what failed (grouped by the check
+that broke) and the failing cases written to bench/results/fuzz_failures-<seed>.jsonl (add the interesting
+ones to tests/fuzz_corpus/http.jsonl).
+
+    python bench/fuzz_http.py --cases 100000 --seed 1
+"""
+import argparse, collections, json, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / 'tests'))
+import http_fuzz                                  # noqa: E402
+from mini_process import MiniProcess, copy_models  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--cases', type=int, default=100_000)
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--workers', type=int, default=4)
+    a = ap.parse_args()
+    repo = copy_models(Path(tempfile.mkdtemp()) / 'models', *http_fuzz.MODELS)
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10')
+    failures, kinds, start, rss0 = [], collections.Counter(), time.monotonic(), s.rss()
+    def one(case):
+        try:
+            status, body = http_fuzz.send(s.http_port, case)
+            http_fuzz.check(case, status, body)
+            return None
+        except (AssertionError, TimeoutError, OSError) as e: return case, f'{type(e).__name__}: {str(e)[:100]}'
+    try:
+        with ThreadPoolExecutor(a.workers) as pool:
+            for i, f in enumerate(pool.map(one, http_fuzz.cases(a.seed, a.cases)), 1):
+                if f is not None: failures.append(f); kinds[f[1][:80]] += 1
+                if i % 10_000 == 0:
+                    print(f'{i} cases, {len(failures)} failures, {time.monotonic() - start:.0f} s, RSS {s.rss() >> 20} MB, '
+                          f'{s.fds()} fds, {s.threads()} threads', flush=True)
+        healthy = s.request('GET', '/v2/health/ready')[0] == 200
+        summary = {'cases': a.cases, 'seed': a.seed, 'seconds': round(time.monotonic() - start, 1), 'failures': len(failures),
+                   'healthy_at_end': healthy, 'rss_start_mb': rss0 >> 20, 'rss_end_mb': s.rss() >> 20, 'log_lines': len(s.lines),
+                   'failure_kinds': dict(kinds.most_common(20))}
+    finally: code = s.stop()
+    summary['exit_code'] = code
+    out = HERE / 'results'
+    out.mkdir(exist_ok=True)
+    (out / f'fuzz_failures-{a.seed}.jsonl').write_text(''.join(c.to_json() + '\n' for c, _ in failures))
+    print(json.dumps(summary, indent=2))
+    return 0 if not failures and healthy and code == 0 else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
