@@ -15,6 +15,7 @@ arithmetic as trained ones, so the speeds carry over; the text does not.
 
     python bench/llm_bindings.py                      # both bindings importable by this Python
     python bench/llm_bindings.py --install            # fresh venvs, empty pip cache: also times each pip install
+    python bench/llm_bindings.py                      # again: reuses those venvs and their install times
     python bench/llm_bindings.py --xllamacpp-python /tmp/xl/bin/python --rounds 5
 
 It is not a timed test: nothing asserts on the numbers.
@@ -86,7 +87,7 @@ def write_models(cache:Path) -> dict:
 
 
 def install(root:Path) -> tuple:
-    "A fresh venv per binding, pip cache empty; returns ({binding: python}, {binding: seconds})."
+    "A fresh venv per binding, pip cache empty; returns ({binding: python}, {binding: seconds}), also kept in root."
     pythons, seconds = {}, {}
     for pkg in PACKAGES:
         venv, cache = root / pkg, root / f'{pkg}-pip-cache'
@@ -99,7 +100,14 @@ def install(root:Path) -> tuple:
         seconds[pkg] = round(time.perf_counter() - t, 1)
         print(f'  {seconds[pkg]} s', flush=True)
         pythons[pkg] = str(venv / 'bin' / 'python')
+    (root / 'install_seconds.json').write_text(json.dumps(seconds))
     return pythons, seconds
+
+
+def installed(root:Path) -> tuple:
+    "The venvs and install times of an earlier --install run into `root`."
+    return ({pkg: str(root / pkg / 'bin' / 'python') for pkg in PACKAGES},
+            json.loads((root / 'install_seconds.json').read_text()))
 
 
 def version(python:str, pkg:str) -> str:
@@ -120,7 +128,8 @@ def main():
     ap.add_argument('--llama-cpp-python-python', default=sys.executable, metavar='PYTHON')
     ap.add_argument('--xllamacpp-python', default=sys.executable, metavar='PYTHON')
     ap.add_argument('--install', action='store_true', help='fresh venvs with an empty pip cache; time each install')
-    ap.add_argument('--venvs', default=str(Path(tempfile.gettempdir()) / 'llm-bindings-venvs'))
+    ap.add_argument('--venvs', default=str(Path(tempfile.gettempdir()) / 'llm-bindings-venvs'),
+                    help='where --install puts its venvs; a later run without --install reuses them')
     ap.add_argument('--cache', default=str(Path(tempfile.gettempdir()) / 'triton_mini_bench_gguf'))
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--tokens', type=int, default=64)
@@ -130,6 +139,7 @@ def main():
     pythons = {'llama-cpp-python': a.llama_cpp_python_python, 'xllamacpp': a.xllamacpp_python}
     install_s = {}
     if a.install: pythons, install_s = install(Path(a.venvs))
+    elif (Path(a.venvs) / 'install_seconds.json').exists(): pythons, install_s = installed(Path(a.venvs))
     models = write_models(Path(a.cache))
     runs = []
     for rnd in range(a.rounds):
@@ -138,7 +148,8 @@ def main():
                 for caller in ('main', 'thread'):
                     for binding in (PACKAGES if rnd % 2 == 0 else list(PACKAGES)[::-1]):
                         r = measure(pythons[binding], binding, gguf, threads, caller, a.tokens)
-                        runs.append(dict(round=rnd, model=model, threads=threads, caller=caller, binding=binding, **r))
+                        runs.append(dict(round=rnd, model=model, threads=threads, caller=caller, binding=binding, **r,
+                                         load_average_1min=round(os.getloadavg()[0], 2)))
                         print(json.dumps(runs[-1], ensure_ascii=False), flush=True)
     summary = summarize(runs)
     doc = {'date': datetime.date.today().isoformat(), 'prompt': PROMPT, 'tokens': a.tokens, 'rounds': a.rounds,
@@ -161,6 +172,7 @@ def summarize(runs) -> list:
         rs = [r for r in runs if (r['model'], r['threads'], r['caller'], r['binding']) == k and 'error' not in r]
         out.append(dict(zip(('model', 'threads', 'caller', 'binding'), k), n=len(rs),
                         decode_tok_s=med([r['decode_tok_s'] for r in rs if r.get('decode_tok_s')]),
+                        decode_tok_s_range=[round(f([r['decode_tok_s'] for r in rs if r.get('decode_tok_s')]), 1) for f in (min, max)] if rs else None,
                         ttft_ms=med([1000 * r['ttft_s'] for r in rs if r.get('ttft_s') is not None]),
                         load_s=med([r['load_s'] for r in rs]), tokens=med([r['tokens'] for r in rs])))
     for s in out:   # same model, same greedy decoding: do the two bindings write the same text?
@@ -171,9 +183,12 @@ def summarize(runs) -> list:
 
 def print_table(doc):
     print(f"\nversions {doc['versions']}; install (fresh venv, empty cache) {doc['install_seconds_fresh_venv_empty_cache']}")
-    print('| model | threads | caller | binding | decode tok/s | time to first token, ms | load, s |\n|---|---|---|---|---|---|---|')
+    print('| model | threads | caller | binding | decode tok/s (min-max) | time to first token, ms | load, s | same text |')
+    print('|---|---|---|---|---|---|---|---|')
     for s in doc['summary']:
-        print(f"| {s['model']} | {s['threads']} | {s['caller']} | {s['binding']} | {s['decode_tok_s']} | {s['ttft_ms']} | {s['load_s']} |")
+        lo, hi = s['decode_tok_s_range'] or (None, None)
+        print(f"| {s['model']} | {s['threads']} | {s['caller']} | {s['binding']} | {s['decode_tok_s']:.1f} ({lo}-{hi}) "
+              f"| {s['ttft_ms']:.1f} | {s['load_s']:.2f} | {s['same_text_as_other_binding']} |")
 
 
 if __name__ == '__main__': main()
