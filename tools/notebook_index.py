@@ -43,14 +43,19 @@ def slow_notebooks(nbs:Path=ROOT / 'nbs') -> list:
     return [n['stem'] for n in notebooks(nbs) if n['slow']]
 
 
-def layer_picture(layers:list) -> str:
+def layer_picture(layers:list, width:int=100) -> str:
     "A text picture of [(layer, note, [modules])], top layer first: each layer imports only the layers below it."
-    width = max(len(name) for name, _, _ in layers) + 2
+    indent = max(len(name) for name, _, _ in layers) + 3
     lines = []
     for i, (name, note, modules) in enumerate(layers):
-        lines.append(f" {name:<{width}}{' · '.join(modules)}")
-        if note: lines.append(f" {'':<{width}}({note})")
-        if i < len(layers) - 1: lines += [f" {'│':^{len(name)}}", f" {'▼':^{len(name)}}"]
+        rows, row = [], ''
+        for m in modules:   # module names joined by ' · ', wrapped to the width
+            if row and indent + len(row) + 3 + len(m) > width: rows.append(row); row = m
+            else: row = f'{row} · {m}' if row else m
+        rows.append(row)
+        lines += [f" {name if j == 0 else '':<{indent}}{r}" for j, r in enumerate(rows)]
+        if note: lines.append(f" {'':<{indent}}({note})")
+        if i < len(layers) - 1: lines += ['     │', '     ▼']
     return '\n'.join(lines)
 
 
