@@ -66,3 +66,30 @@ def test_named_repository_still_exits_on_error():
     out = '\n'.join(lines)
     assert 'error: creating server: Internal - failed to load all models' in out, out
     assert 'not loading' not in out
+
+
+def test_explicit_subset_is_ready_as_in_triton(tmp_path):
+    """What the default run falls back to, `--model-control-mode=explicit --load-model=...` with the LLM models left
+    in the repository, answers readiness and the repository index as real Triton 2.51 does."""
+    import shutil
+    from triton_servers import RealTriton, http
+    repo = tmp_path / 'models'
+    for name in ('add_sub', 'identity_bytes', 'qwen_gguf', 'qwen_gguf_stream'):
+        shutil.copytree(example_repository() / name, repo / name, symlinks=True)
+    flags = ['--model-control-mode=explicit', '--load-model=add_sub', '--load-model=identity_bytes']
+    triton = RealTriton(repo, *flags)
+    try: expected = [http(triton.http_port, m, p)[::2] for m, p in CHECKS]
+    finally: triton.stop()
+    proc, port, lines = start(f'--model-repository={repo}', *flags)
+    try:
+        assert wait_live(proc, f'http://127.0.0.1:{port}/v2/health/live'), '\n'.join(lines)
+        got = [http(port, m, p)[::2] for m, p in CHECKS]
+    finally:
+        proc.send_signal(signal.SIGTERM); proc.wait(60)
+    for (status, body), (want_status, want_body) in zip(got, expected):
+        assert status == want_status
+        if body.startswith('['): assert json.loads(body) == json.loads(want_body)
+
+
+CHECKS = [('GET', '/v2/health/ready'), ('GET', '/v2/models/add_sub/ready'), ('GET', '/v2/models/qwen_gguf/ready'),
+          ('POST', '/v2/repository/index')]
