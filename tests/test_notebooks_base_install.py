@@ -1,7 +1,7 @@
 """Every notebook runs without the `llm` extra: 11_llm, executed as nbdev_test executes it (execnb, `#| slow`
 cells skipped) in a Python where `import llama_cpp` fails, runs to the end; each cell marked `#| needs: llama_cpp`
 prints why it is skipped, and every other cell (the config lesson, the GGUF writer and its tests) still runs."""
-import json, subprocess, sys
+import json, re, subprocess, sys
 from pathlib import Path
 
 import nbformat
@@ -56,7 +56,7 @@ def test_llm_notebook_runs_without_llama_cpp():
     cells = run_without_llama_cpp('11_llm')
     errors = [(c['source'][:200], c['errors']) for c in cells if c['errors']]
     assert not errors, errors
-    needs = [c for c in cells if '#| needs: llama_cpp' in c['source']]
+    needs = [c for c in cells if re.search(r'^#\| needs: llama_cpp$', c['source'], re.M)]
     assert len(needs) >= 8
     for c in needs:
         assert c['stdout'].startswith('skipped: this cell needs llama_cpp (') and 'pip install llama-cpp-python' in c['stdout'], c

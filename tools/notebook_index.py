@@ -1,6 +1,6 @@
 """The index page's two generated parts, computed from the files so they cannot drift: the table of every
 notebook (its module, what it teaches, whether it has `#| slow` cells) and the layer picture (which module sits
-in which layer). nbs/index.ipynb calls both; tests/test_readme.py checks that README.md still shows what
+in which layer). nbs/index.ipynb loads this file with `%run -n` and calls both; tests/test_readme.py checks that README.md still shows what
 they compute today (a renamed notebook or a new module fails there until index.ipynb is re-run).
 
     python tools/notebook_index.py        # prints the table and the picture
@@ -10,6 +10,11 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class Markdown(str):
+    "A str that Jupyter (and so README.md and the docs) shows as markdown."
+    def _repr_markdown_(self): return str(self)
 
 
 def notebook_info(path:Path) -> dict:
@@ -36,7 +41,7 @@ def notebooks_table(nbs:Path=ROOT / 'nbs') -> str:
     for n in notebooks(nbs):
         module = f"`triton_mini.{n['module']}`" if n['module'] else '(exports nothing)'
         rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {n['slow'] or ''} |")
-    return '\n'.join(rows)
+    return Markdown('\n'.join(rows))
 
 
 def slow_notebooks(nbs:Path=ROOT / 'nbs') -> list:
