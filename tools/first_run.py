@@ -33,7 +33,7 @@ def ready(url:str) -> bool:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--command', default='serve', help="README's marked command to run (serve or llm)")
-    ap.add_argument('--python', default='python3.11')
+    ap.add_argument('--python', default=sys.executable, help='the Python to make the venv with (default: this one)')
     ap.add_argument('--venv', default=None, help='where to create the venv (default: a new temporary folder)')
     ap.add_argument('--empty-pip-cache', action='store_true')
     ap.add_argument('--ready-timeout', type=float, default=300)
