@@ -191,7 +191,7 @@ def test_bls_decoupled_callee_raising_ends_the_iterator(server, repo):
 # ------------------------------------------------------------------------------------------------ error paths
 
 def error_cases(repo) -> dict:
-    "MODE of tests/python_models/errors -> (HTTP status, message) or the outputs, as Triton 2.51 answers."
+    "MODE of tests/models/python_backend/errors -> (HTTP status, message) or the outputs, as Triton 2.51 answers."
     size = 'Number of InferenceResponse objects do not match the number of InferenceRequest objects. InferenceRequest(s) size is:1, and InferenceResponse(s) size is:{}\n'
     fail = lambda what, line: (500, failure(repo, 'errors', what, line))
     line = lambda text_: line_of(repo, 'errors', text_)
