@@ -12,7 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / 'tests'))
 import http_fuzz                                  # noqa: E402
-from mini_process import MiniProcess, copy_models  # noqa: E402
+from triton_servers import MiniProcess  # noqa: E402
 
 
 def main():
@@ -21,8 +21,8 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--workers', type=int, default=4)
     a = ap.parse_args()
-    repo = copy_models(Path(tempfile.mkdtemp()) / 'models', *http_fuzz.MODELS)
-    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10')
+    repo = http_fuzz.repository(Path(tempfile.mkdtemp()) / 'models')
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)
     failures, kinds, start, rss0 = [], collections.Counter(), time.monotonic(), s.rss()
     def one(case):
         try:

@@ -12,8 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / 'tests'))
 import http_fuzz                                   # noqa: E402
-from mini_process import MiniProcess, copy_models   # noqa: E402
-from triton_servers import RealTriton               # noqa: E402
+from triton_servers import MiniProcess, RealTriton  # noqa: E402
 
 
 def answer(port, case):
@@ -31,8 +30,8 @@ def main():
     ap.add_argument('--seed', type=int, default=3)
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp())
-    mine = MiniProcess(copy_models(root / 'mine', *http_fuzz.MODELS))
-    triton = RealTriton(copy_models(root / 'triton', *http_fuzz.MODELS))
+    mine = MiniProcess(http_fuzz.repository(root / 'mine'), grpc=False)
+    triton = RealTriton(http_fuzz.repository(root / 'triton'))
     groups, rows = collections.defaultdict(list), []
     try:
         for case in http_fuzz.cases(a.seed, a.cases):

@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / 'tests'))
 import http_fuzz                                   # noqa: E402
-from mini_process import MiniProcess, copy_models   # noqa: E402
+from triton_servers import MiniProcess, copy_models   # noqa: E402
 
 OK = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]},
                             {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]}).encode()
@@ -113,8 +113,8 @@ def main():
     ap.add_argument('--hostile', type=float, default=0.05, help='share of hostile requests')
     ap.add_argument('--no-save', action='store_true')
     a = ap.parse_args()
-    repo = copy_models(Path(tempfile.mkdtemp()) / 'models', 'add_sub', 'identity_int32', 'gen', 'decoupled', 'identity_bytes')
-    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10')
+    repo = copy_models(Path(tempfile.mkdtemp()) / 'models', *(f'conformance/{m}' for m in ('add_sub', 'identity_int32', 'gen', 'decoupled', 'identity_bytes')))
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)
     stop, counts, samples = threading.Event(), Counters(), []
     threads = [threading.Thread(target=client, args=(s.http_port, i, stop, counts, a.hostile), daemon=True) for i in range(a.clients)]
     threads.append(threading.Thread(target=scraper, args=(s.metrics_port, stop, counts), daemon=True))

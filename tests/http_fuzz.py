@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent / 'fuzz_corpus' / 'http.jsonl'
-MODELS = ('add_sub', 'identity_int32', 'identity_bytes', 'gen', 'decoupled')   # tests/conformance/models
+MODELS = ('add_sub', 'identity_int32', 'identity_bytes', 'gen', 'decoupled')   # from tests/models/conformance
 EXCEPTION_NAMES = re.compile(r'\b(%s|Traceback)\b' % '|'.join(
     sorted(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException) and n not in ('Exception',))))
 ALLOWED_5XX = {500, 501, 503}
@@ -48,6 +48,12 @@ class Case:
         head = [f'{self.method} {self.path} HTTP/1.1', 'Host: fuzz', f'Content-Length: {len(self.body)}', 'Connection: close']
         head += [f'{k}: {v}' for k, v in self.headers.items()]
         return ('\r\n'.join(head) + '\r\n\r\n').encode('latin-1', 'replace') + self.body
+
+
+def repository(dest) -> Path:
+    "A model repository at `dest` with the models the cases aim at."
+    from triton_servers import copy_models
+    return copy_models(dest, *(f'conformance/{m}' for m in MODELS))
 
 
 def corpus() -> list:

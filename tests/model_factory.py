@@ -10,8 +10,10 @@ request asks for it: a first input value >= 1000 means "sleep value-1000 ms" (th
 `ExecutionProbe` is in-process only: it wraps the `execute` of a loaded model's instances so a test can wait for an
 execution to start (an Event) and hold the instance busy until it says so, instead of sleeping to synchronise.
 """
-import contextlib, http.client, json, os, shutil, signal, socket, subprocess, tempfile, threading, time
+import contextlib, json, threading
 from pathlib import Path
+
+from triton_servers import http
 
 RECORDER = '''import json, os, time
 import numpy as np
@@ -226,27 +228,12 @@ def run_threads(fns, timeout=30):
     return out
 
 
-# ---- the same repository over HTTP: triton_mini and the real Triton (the oracle) ----
-
-ROOT = Path(__file__).resolve().parents[1]
-ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
-ORACLE_MISSING = None if Path(ORACLE).exists() else f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
+# ---- HTTP clients for these models (the servers come from tests/triton_servers.py) ----
 
 def http_call(port, method, path, body=None, timeout=60):
     "(status, text) of one HTTP request to 127.0.0.1:port."
-    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout)
-    try:
-        conn.request(method, path, body=json.dumps(body) if isinstance(body, (dict, list)) else body)
-        r = conn.getresponse()
-        return r.status, r.read().decode()
-    finally: conn.close()
+    status, _, text = http(port, method, path, body, timeout)
+    return status, text
 
 
 def http_infer(port, model, data, shape, rid='', params=None, datatype='INT32', name='X'):
@@ -257,49 +244,3 @@ def http_infer(port, model, data, shape, rid='', params=None, datatype='INT32', 
     status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
     try: return status, json.loads(text)
     except ValueError: return status, text
-
-
-class Oracle:
-    "The real tritonserver on `repo` (started from a directory outside the project), with its log in a file."
-    def __init__(self, repo, *flags):
-        self.repo, self.port = Path(repo), free_port()
-        self.workdir = Path(tempfile.mkdtemp(prefix='h7_oracle_'))
-        self.log = self.workdir / 'tritonserver.log'
-        self.proc = subprocess.Popen([ORACLE, f'--model-repository={self.repo}', f'--http-port={self.port}',
-                                      f'--grpc-port={free_port()}', f'--metrics-port={free_port()}',
-                                      '--exit-timeout-secs=2', *flags],
-                                     stdout=self.log.open('wb'), stderr=subprocess.STDOUT, cwd=self.workdir,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if http_call(self.port, 'GET', '/v2/health/live', timeout=5)[0] == 200: break
-            except OSError: pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f'tritonserver did not start:\n{self.log.read_text()[-3000:]}')
-            time.sleep(0.1)  # waiting for another process to come up
-
-    def log_text(self): return self.log.read_text(errors='replace')
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)   # the whole session: a killed server orphans its stubs
-            try: self.proc.wait(30)
-            except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class MiniHTTP:
-    "triton_mini's TritonServer on `repo`, served over HTTP on a free port (the oracle's twin)."
-    def __init__(self, repo, **kw):
-        from triton_mini.server import TritonServer
-        from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
-        self.server = TritonServer(str(repo), **kw)
-        self.failures = self.server.start()
-        self.service = HTTPService({HTTPFrontend(self.server): bind_socket('127.0.0.1', 0)}).start()
-        self.port = self.service.ports[0]
-
-    def stop(self):
-        self.service.stop()
-        self.server.stop()

@@ -1,11 +1,12 @@
 """`triton-mini` / `python -m triton_mini` as a user runs it: flags, exit codes, the startup table,
 tritonserver's log format, exit-on-error, poll mode and graceful shutdown on SIGTERM."""
-import json, re, shutil, signal, subprocess, sys, textwrap, threading, time, urllib.error, urllib.request
+import json, re, shutil, subprocess, sys, textwrap, threading, time, urllib.error, urllib.request
 from pathlib import Path
 
 import pytest
 
-from triton_mini.cli import example_repository, free_port, wait_for_http
+from triton_mini.cli import example_repository, wait_for_http
+from triton_servers import MiniProcess, free_port
 
 LOG_LINE = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ [\w.]+:\d+\] ')
 
@@ -36,22 +37,13 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
 '''
 
 
-class Server:
-    "A `python -m triton_mini` subprocess on free ports."
-    def __init__(self, *flags, repo=None, grpc=False):
-        self.http, self.metrics, self.grpc = free_port(), free_port(), free_port()
-        args = [sys.executable, '-m', 'triton_mini', f'--http-port={self.http}', f'--metrics-port={self.metrics}',
-                f'--grpc-port={self.grpc}' if grpc else '--allow-grpc=false', *flags]
-        if repo is not None: args.append(f'--model-repository={repo}')
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines, self._reader = [], threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout: self.lines.append(line.rstrip('\n'))
+class Server(MiniProcess):
+    "A `python -m triton_mini` subprocess on free ports (gRPC off unless asked for), with the client calls these tests make."
+    def __init__(self, *flags, repo=None, grpc=False, wait='ready'):
+        super().__init__(repo, *flags, grpc=grpc, wait=wait)
 
     @property
-    def url(self): return f'http://127.0.0.1:{self.http}'
+    def url(self): return f'http://127.0.0.1:{self.http_port}'
 
     def get(self, path):
         try:
@@ -63,15 +55,6 @@ class Server:
         try:
             with urllib.request.urlopen(req, timeout=30) as r: return r.status, json.loads(r.read() or b'null')
         except urllib.error.HTTPError as e: return e.code, json.loads(e.read() or b'null')
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None: self.proc.send_signal(sig)
-        code = self.proc.wait(60)
-        self._reader.join(5)
-        return code
-
-    @property
-    def output(self): return '\n'.join(self.lines)
 
 
 def run(*flags, timeout=60):
@@ -108,15 +91,15 @@ def test_bundled_repository_by_default():
             {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]})
         assert status == 200 and out['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
         import numpy as np, tritonclient.grpc as grpcclient
-        client = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc}')
+        client = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
         assert client.is_server_ready() and client.is_model_ready('add_sub')
         ins = [grpcclient.InferInput('INPUT0', [1, 4], 'FP32'), grpcclient.InferInput('INPUT1', [1, 4], 'FP32')]
         for i in ins: i.set_data_from_numpy(np.ones((1, 4), np.float32))
         assert client.infer('add_sub', ins).as_numpy('OUTPUT0').tolist() == [[2, 2, 2, 2]]
     finally: assert s.stop() == 0
     assert '| add_sub ' in s.output and 'READY' in s.output
-    assert f'Started GRPCInferenceService at 0.0.0.0:{s.grpc}' in s.output
-    assert f'Started HTTPService at 0.0.0.0:{s.http}' in s.output and f'Started Metrics Service at 0.0.0.0:{s.metrics}' in s.output
+    assert f'Started GRPCInferenceService at 0.0.0.0:{s.grpc_port}' in s.output
+    assert f'Started HTTPService at 0.0.0.0:{s.http_port}' in s.output and f'Started Metrics Service at 0.0.0.0:{s.metrics_port}' in s.output
     ours = [l for l in s.lines if 'successfully loaded' in l or 'Started' in l or 'Signal (15)' in l]
     assert len(ours) >= 6 and all(LOG_LINE.match(l) for l in ours), s.output   # model prints pass through as they are
 
@@ -128,7 +111,7 @@ def test_exit_on_error(tmp_path):
     assert r.returncode == 1
     assert "| bad   | 1       | UNAVAILABLE: Invalid argument: model input 'X' must specify 'dims' for bad |" in r.stderr
     assert 'error: creating server: Internal - failed to load all models' in r.stderr
-    s = Server('--exit-on-error=false', repo=tmp_path)
+    s = Server('--exit-on-error=false', repo=tmp_path, wait='live')   # not every model is READY
     try:
         assert wait_for_http(s.url + '/v2/health/live', 60)
         assert s.get('/v2/health/ready') == (400, b'')          # not every model is READY
@@ -175,5 +158,5 @@ def test_metrics_port_and_flags(tmp_path):
     s = Server('--allow-metrics=false', '--log-verbose=1', repo=tmp_path)
     try:
         assert wait_for_http(s.url + '/v2/health/ready', 60)
-        with pytest.raises(OSError): urllib.request.urlopen(f'http://127.0.0.1:{s.metrics}/metrics', timeout=2)
+        with pytest.raises(OSError): urllib.request.urlopen(f'http://127.0.0.1:{s.metrics_port}/metrics', timeout=2)
     finally: assert s.stop() == 0

@@ -9,7 +9,7 @@ A few JSON configs go through the load API's `config` parameter too.
 The oracle is found via $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton; without it every test here is
 skipped with that reason. `python tests/test_config_oracle.py --record [stem ...]` rewrites corpus headers from the server.
 """
-import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, re, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,11 +20,9 @@ from test_config_parser import CASES, PARSE_PREFIX, maps_are_small, outcome  # n
 from triton_mini.model_config import ConfigError, ModelConfig  # noqa: E402
 from triton_mini.config_parser import parse_config  # noqa: E402
 from triton_mini.model_config_utils import autofill_config  # noqa: E402
+from triton_servers import RealTriton, http, oracle_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.oracle
-
-ROOT = Path(__file__).resolve().parents[1]
-ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
 
 MODEL_PY = '''import json
 import triton_python_backend_utils as pb_utils
@@ -39,53 +37,24 @@ class TritonPythonModel:
 '''
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-class Triton:
-    "A real tritonserver on a model repository, with its log in a file."
-    def __init__(self, repo: Path, log: Path):
-        self.repo, self.log = repo, log
-        self.port, grpc, metrics = free_port(), free_port(), free_port()
-        self.proc = subprocess.Popen([ORACLE, f'--model-repository={repo}', '--model-control-mode=explicit',
-                                      f'--http-port={self.port}', f'--grpc-port={grpc}', f'--metrics-port={metrics}'],
-                                     stdout=log.open('wb'), stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=log.parent)  # not the project root: its triton_python_backend_utils.py would shadow Triton's
-        deadline = time.monotonic() + 120
-        while self.request('GET', '/v2/health/live')[0] != 200:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f'tritonserver did not start:\n{log.read_text()[-3000:]}')
-            time.sleep(0.1)  # waiting for a process to come up, not synchronising with our own code
+class Triton(RealTriton):
+    "The real tritonserver in explicit mode (nothing loaded), with the client calls and log reads these tests make."
+    def __init__(self, repo: Path):
+        super().__init__(repo, '--model-control-mode=explicit', wait='live')
 
     def request(self, method, path, body=None):
-        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=120)
-        try:
-            conn.request(method, path, body=body)
-            r = conn.getresponse()
-            return r.status, r.read().decode()
-        except OSError:
-            return None, ''
-        finally:
-            conn.close()
+        try: return http(self.http_port, method, path, body, timeout=120)[::2]
+        except OSError: return None, ''
 
-    def log_size(self) -> int: return self.log.stat().st_size
+    def log_size(self) -> int: return self.log_path.stat().st_size
 
     def wait_log(self, needle: str, start: int, timeout=30) -> str:
         "The log written since byte `start`, once it contains `needle` (the log may lag behind the HTTP answer)."
         deadline = time.monotonic() + timeout
-        while needle not in (text := self.log.read_bytes()[start:].decode('utf-8', 'replace')):
+        while needle not in (text := self.log_path.read_bytes()[start:].decode('utf-8', 'replace')):
             if time.monotonic() > deadline: raise AssertionError(f'not in the server log: {needle}')
             time.sleep(0.02)
         return text
-
-    def stop(self):
-        "Stop the server and its Python stub processes (the whole session: a killed server orphans its stubs)."
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try: self.proc.wait(30)
-        except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
 
 
 def write_repo(repo: Path, cases):
@@ -139,7 +108,7 @@ def run_corpus(server: Triton, cases) -> dict:
     with ThreadPoolExecutor(3) as pool:
         for case, res in zip(slow, pool.map(lambda c: load(server, c, unload=False), slow)): results[case.id] = res
     if server.proc.poll() is not None:
-        raise RuntimeError('tritonserver died during the corpus run:\n' + server.log.read_text(errors='replace')[-3000:])
+        raise RuntimeError('tritonserver died during the corpus run:\n' + server.log()[-3000:])
     return results
 
 
@@ -148,10 +117,10 @@ ORACLE_CASES = [c for c in CASES if c.oracle]
 
 @pytest.fixture(scope='module')
 def triton(tmp_path_factory):
-    if not Path(ORACLE).exists(): pytest.skip(f'real Triton not found at {ORACLE} (set $TRITON_ORACLE)')
+    oracle_or_skip()
     tmp = tmp_path_factory.mktemp('triton_config')
     write_repo(tmp / 'repo', ORACLE_CASES)
-    server = Triton(tmp / 'repo', tmp / 'server.log')
+    server = Triton(tmp / 'repo')
     yield server
     server.stop()
 
@@ -219,7 +188,7 @@ def record(stems=()):
     cases = [c for c in ORACLE_CASES if not stems or c.path.stem in stems]
     with tempfile.TemporaryDirectory() as tmp:
         write_repo(Path(tmp) / 'repo', cases)
-        server = Triton(Path(tmp) / 'repo', Path(tmp) / 'server.log')
+        server = Triton(Path(tmp) / 'repo')
         try:
             results = {c.id: load(server, c) for c in cases}
         finally:

@@ -24,7 +24,7 @@ from triton_mini.config_parser import ModelConfig
 from triton_mini.server import TritonServer
 from triton_mini.tensors import TritonError
 
-from triton_servers import MiniTriton, RealTriton, http
+from triton_servers import MiniTriton, http, start_together
 
 OVERRIDE_PREFIX = 'triton_mini_override_'
 STAY = 'must stay within model directory.'
@@ -241,13 +241,12 @@ def test_override_folders_are_removed_on_reload_unload_and_stop(tmp_path, tmpdir
 # ----------------------------------------------------------------------------------------------------- the oracle
 
 @pytest.fixture(scope='module')
-def both(tmp_path_factory):
+def both(tmp_path_factory, launch_module):
     "The real Triton and triton-mini on the very same repository (explicit mode, add_sub loaded)."
     repo = make_repo(tmp_path_factory.mktemp('paths_oracle') / 'models')
-    real = RealTriton(repo, '--model-control-mode=explicit', '--load-model=add_sub')
-    mini = MiniTriton(repo, model_control_mode='explicit', load_models=['add_sub'])
-    yield real, mini, repo
-    mini.stop(); real.stop()
+    real, mini = start_together(lambda: launch_module.real_triton(repo, '--model-control-mode=explicit', '--load-model=add_sub'),
+                                lambda: launch_module.mini(repo, model_control_mode='explicit', load_models=['add_sub']))
+    return real, mini, repo
 
 
 def load_over_http(port, config, files=None):

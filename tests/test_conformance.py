@@ -1,8 +1,8 @@
 """Conformance: the same requests to real Triton 2.51 and to triton-mini, answers compared (marker `oracle`).
 
 Two pairs of servers, each started as the real command on free ports with the repository copied to a temp
-dir: `none` mode on tests/conformance/models, and (started when its first case runs) `explicit` mode on
-tests/conformance/models_explicit. The catalogue of requests is tests/conformance/cases.py; every case sends
+dir: `none` mode on tests/models/conformance, and (started when its first case runs) `explicit` mode on
+tests/models/conformance_explicit. The catalogue of requests is tests/conformance/cases.py; every case sends
 its request to both servers and compares status, JSON body (parsed; key order and duplicate keys count,
 numbers compare as doubles), binary bytes after the JSON header, server-sent events, or the Prometheus
 exposition (families, label sets, counts). Only what legitimately differs is normalised: the server
@@ -14,7 +14,7 @@ The oracle is found via $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton
 is skipped with that reason.
 """
 from __future__ import annotations
-import difflib, gzip, http.client, itertools, json, math, os, shutil, signal, socket, subprocess, sys, textwrap, time, zlib
+import difflib, gzip, http.client, itertools, json, math, socket, sys, textwrap, time, zlib
 from pathlib import Path
 
 import pytest
@@ -22,12 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conformance.cases import CASES, Case  # noqa: E402
+from triton_servers import ROOT, copy_models, oracle_or_skip, start_together  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent / 'conformance'
-ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
 ARTIFACT = ROOT / 'tests' / 'artifacts' / 'conformance.md'
 TIMEOUT = 60
 
@@ -35,79 +33,23 @@ TIMEOUT = 60
 # ---------------------------------------------------------------------------------------------------------
 # Servers
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-class Server:
-    "One server process (real Triton or triton-mini) in its own process group."
-    def __init__(self, label:str, argv:list, workdir:Path, http_port:int, metrics_port:int, env=None):
-        self.label, self.http_port, self.metrics_port = label, http_port, metrics_port
-        self.log_path = workdir / f'{label}.log'
-        self.proc = subprocess.Popen(argv, cwd=workdir, stdout=open(self.log_path, 'w'), stderr=subprocess.STDOUT,
-                                     start_new_session=True, env=env)
-
-    def log_tail(self, n:int=30) -> str:
-        return '\n'.join(self.log_path.read_text(errors='replace').splitlines()[-n:])
-
-    def wait_live(self, deadline:float):
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f'{self.label} exited with {self.proc.returncode}:\n{self.log_tail()}')
-            try:
-                if http_request(self.http_port, 'GET', '/v2/health/live', timeout=2).status == 200: return
-            except OSError: pass
-            time.sleep(0.1)
-        raise RuntimeError(f'{self.label} did not come up:\n{self.log_tail()}')
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try: self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
-
-def start_pair(tmp_path_factory, mode:str, source:Path, extra:tuple=()) -> dict:
-    "Real Triton and triton-mini on copies of the same repository, both live (and loaded in none mode)."
-    if not os.access(ORACLE, os.X_OK): pytest.skip(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
-    work = tmp_path_factory.mktemp(f'conformance_{mode}')
-    repo = work / 'models'
-    shutil.copytree(source, repo)
-    flags = [f'--model-repository={repo}', f'--model-control-mode={mode}', '--exit-timeout-secs=3', *extra]
-    ports = [free_port() for _ in range(5)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    servers = {
-        # the oracle runs outside the checkout: its triton_python_backend_utils.py would shadow Triton's own
-        'triton': Server('triton', [ORACLE, *flags, f'--http-port={ports[0]}', f'--grpc-port={ports[1]}',
-                                    f'--metrics-port={ports[2]}'], work, ports[0], ports[2]),
-        'mini': Server('mini', [sys.executable, '-m', 'triton_mini', *flags, f'--http-port={ports[3]}',
-                                f'--metrics-port={ports[4]}', '--allow-grpc=false'], work, ports[3], ports[4], env),
-    }
-    try:
-        deadline = time.monotonic() + 300   # the oracle's first start builds its venv
-        for s in servers.values(): s.wait_live(deadline)
-        if mode == 'none':                  # HTTP is up before the models are: wait for readiness
-            for s in servers.values():
-                while http_request(s.http_port, 'GET', '/v2/health/ready').status != 200:
-                    if time.monotonic() > deadline: raise RuntimeError(f'{s.label} never ready:\n{s.log_tail()}')
-                    time.sleep(0.1)
-    except BaseException:
-        for s in servers.values(): s.stop()
-        raise
-    return servers
+def start_pair(launch, tmp_path_factory, mode:str, source:str) -> dict:
+    "Real Triton and triton-mini (both as the real command) on copies of the same repository, both up."
+    oracle_or_skip()
+    repo = copy_models(tmp_path_factory.mktemp(f'conformance_{mode}') / 'models', source)
+    flags = (f'--model-control-mode={mode}', '--exit-timeout-secs=3')
+    wait = 'ready' if mode == 'none' else 'live'   # none mode: HTTP is up before the models are
+    triton, mini = start_together(lambda: launch.real_triton(repo, *flags, wait=wait),
+                                  lambda: launch.mini_process(repo, *flags, grpc=False, wait=wait))
+    return {'triton': triton, 'mini': mini}
 
 @pytest.fixture(scope='module')
-def none_pair(tmp_path_factory):
-    servers = start_pair(tmp_path_factory, 'none', HERE / 'models')
-    yield servers
-    for s in servers.values(): s.stop()
+def none_pair(launch_module, tmp_path_factory):
+    return start_pair(launch_module, tmp_path_factory, 'none', 'conformance')
 
 @pytest.fixture(scope='module')
-def explicit_pair(tmp_path_factory):
-    servers = start_pair(tmp_path_factory, 'explicit', HERE / 'models_explicit')
-    yield servers
-    for s in servers.values(): s.stop()
+def explicit_pair(launch_module, tmp_path_factory):
+    return start_pair(launch_module, tmp_path_factory, 'explicit', 'conformance_explicit')
 
 
 # ---------------------------------------------------------------------------------------------------------

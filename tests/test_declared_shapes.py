@@ -11,7 +11,7 @@ Triton 2.51 itself aborts (`std::bad_alloc`) on the HTTP JSON analogue (`shape [
 the expected answer is what Triton says for a shape small enough to allocate, `Shape does not match true shape of
 'data' field`.
 """
-import asyncio, gc, json, shutil, struct, subprocess, sys, time, weakref
+import asyncio, gc, json, struct, sys, time, weakref
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from triton_servers import free_port, http, wait_until  # noqa: E402
+from triton_servers import copy_models  # noqa: E402
 
 T, C = pb.ModelInferRequest.InferInputTensor, pb.InferTensorContents
 L4 = lambda b: struct.pack('<I', len(b)) + b
@@ -83,27 +83,16 @@ def peak_rss_mb(pid) -> float:
 
 
 @pytest.fixture(scope='module')
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp('shapes')
-    repo = root / 'models'
-    for m in ('identity_bytes', 'identity_int32', 'typed', 'add_sub'):
-        shutil.copytree(HERE / 'conformance' / 'models' / m, repo / m, ignore=shutil.ignore_patterns('__pycache__'))
-    ports = {'http': free_port(), 'grpc': free_port()}
-    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f"--http-port={ports['http']}",
-                             f"--grpc-port={ports['grpc']}", '--allow-metrics=false'],
-                            stdout=open(root / 'log', 'w'), stderr=subprocess.STDOUT)
-    def ready():
-        assert proc.poll() is None, (root / 'log').read_text()
-        try: return http(ports['http'], 'GET', '/v2/health/ready', timeout=5)[0] == 200
-        except OSError: return False
-    wait_until(ready, 120, 'triton_mini to start')
+def server(tmp_path_factory, launch_module):
+    repo = copy_models(tmp_path_factory.mktemp('shapes') / 'models', *(f'conformance/{m}' for m in ('identity_bytes', 'identity_int32', 'typed', 'add_sub')))
+    s = launch_module.mini_process(repo, metrics=False)
+    ports = {'http': s.http_port, 'grpc': s.grpc_port}
     channel = grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}")
     infer = channel.unary_unary('/inference.GRPCInferenceService/ModelInfer', request_serializer=pb.ModelInferRequest.SerializeToString,
                                 response_deserializer=pb.ModelInferResponse.FromString)
     infer(pb.ModelInferRequest(model_name='identity_int32', inputs=[T(name='X', datatype='INT32', shape=[1, 1])], raw_input_contents=[b'\0' * 4]), timeout=60)
-    yield proc, ports, infer
+    yield s.proc, ports, infer
     channel.close()
-    proc.terminate(); proc.wait(30)
 
 
 def test_grpc_declared_shapes_answer_tritons_error_without_allocating(server):
@@ -148,9 +137,7 @@ class Context:
 def frontend(tmp_path_factory):
     from triton_mini.server import TritonServer
     from triton_mini.grpc_server import GRPCFrontend
-    repo = tmp_path_factory.mktemp('cycles') / 'models'
-    for m in ('add_sub', 'errmodel'):
-        shutil.copytree(HERE / 'conformance' / 'models' / m, repo / m, ignore=shutil.ignore_patterns('__pycache__'))
+    repo = copy_models(tmp_path_factory.mktemp('cycles') / 'models', 'conformance/add_sub', 'conformance/errmodel')
     s = TritonServer(repo)
     assert s.start() == {}
     yield GRPCFrontend(s)

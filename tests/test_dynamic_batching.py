@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from model_factory import (ORACLE_MISSING, ExecutionProbe, MiniHTTP, Oracle, clear_executions, http_infer,  # noqa: E402
+from model_factory import (ExecutionProbe, clear_executions, http_infer,  # noqa: E402
                            read_executions, recorder_config, run_threads, write_model)
+from triton_servers import oracle_or_skip  # noqa: E402
 from triton_mini.backend import InferenceRequest  # noqa: E402
 from triton_mini.http_server import HTTPFrontend, call_asgi  # noqa: E402
 from triton_mini.scheduler import ResponseWaiter  # noqa: E402
@@ -508,18 +509,17 @@ ORACLE_MODELS = ('dyn', 'ragged', 'prio')
 
 
 @pytest.fixture(scope='module')
-def twins(repo, tmp_path_factory):
+def twins(repo, tmp_path_factory, launch_module):
     "The same repository (copied twice) served by triton_mini and by the real Triton, both over HTTP."
-    if ORACLE_MISSING: pytest.skip(ORACLE_MISSING)
+    oracle_or_skip()
     base = tmp_path_factory.mktemp('twins')
     dirs = {}
     for who in ('mini', 'real'):
         dirs[who] = base / who
         for m in ORACLE_MODELS: shutil.copytree(repo / m, dirs[who] / m, ignore=shutil.ignore_patterns('executions_*'))
-    real = Oracle(dirs['real'])
-    mini = MiniHTTP(dirs['mini'])
-    yield {'mini': (mini.port, dirs['mini']), 'real': (real.port, dirs['real'])}
-    mini.stop(); real.stop()
+    real = launch_module.real_triton(dirs['real'], wait='live')
+    mini = launch_module.mini(dirs['mini'], metrics=False)
+    return {'mini': (mini.http_port, dirs['mini']), 'real': (real.http_port, dirs['real'])}
 
 
 def http_experiment(port, root, model, specs):

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from model_factory import (ORACLE_MISSING, RECORDER, STEP, TWO_OUTPUTS, ExecutionProbe, MiniHTTP, Oracle,  # noqa: E402
+from model_factory import (RECORDER, STEP, TWO_OUTPUTS, ExecutionProbe,  # noqa: E402
                            clear_executions, ensemble_config, http_call, http_infer, io, read_executions, run_threads,
                            step_config, write_model)
+from triton_servers import oracle_or_skip  # noqa: E402
 from triton_mini.backend import InferenceRequest  # noqa: E402
 from triton_mini.scheduler import ResponseWaiter  # noqa: E402
 from triton_mini.server import TritonServer  # noqa: E402
@@ -352,16 +353,15 @@ class LogCapture(logging.Handler):
 
 
 @pytest.fixture(scope='module')
-def validation_twins(tmp_path_factory):
-    if ORACLE_MISSING: pytest.skip(ORACLE_MISSING)
+def validation_twins(tmp_path_factory, launch_module):
+    oracle_or_skip()
     mini_dir, real_dir = twin_repos(tmp_path_factory.mktemp('ens_validation'), write_validation_repo)
-    real = Oracle(real_dir, '--model-control-mode=explicit')
+    real = launch_module.real_triton(real_dir, '--model-control-mode=explicit', wait='live')
     cap = LogCapture()
     logging.getLogger('triton_mini').addHandler(cap)
-    mini = MiniHTTP(mini_dir, model_control_mode='explicit')
-    yield {'mini': mini.port, 'real': real.port}, cap, real
+    mini = launch_module.mini(mini_dir, metrics=False, model_control_mode='explicit')
+    yield {'mini': mini.http_port, 'real': real.http_port}, cap, real
     logging.getLogger('triton_mini').removeHandler(cap)
-    mini.stop(); real.stop()
 
 
 @pytest.mark.oracle
@@ -376,7 +376,7 @@ def test_oracle_validation_messages_match_real_triton(validation_twins):
         if stage == 'poll':
             line = f"Poll failed for model directory '{name}': {message}"
             assert line in cap.lines, name
-            assert json.dumps(line) in real.log_text(), name    # tritonserver logs the message as a JSON string
+            assert json.dumps(line) in real.log(), name    # tritonserver logs the message as a JSON string
         else:
             assert json.loads(got['real'][1]) == {'error': f"load failed for model '{name}': {message}\n"}
     index = {who: http_call(port, 'POST', '/v2/repository/index') for who, port in ports.items()}
@@ -385,14 +385,13 @@ def test_oracle_validation_messages_match_real_triton(validation_twins):
 
 
 @pytest.fixture(scope='module')
-def serving_twins(tmp_path_factory):
-    if ORACLE_MISSING: pytest.skip(ORACLE_MISSING)
+def serving_twins(tmp_path_factory, launch_module):
+    oracle_or_skip()
     mini_dir, real_dir = twin_repos(tmp_path_factory.mktemp('ens_serving'), write_serving_repo)
-    real = Oracle(real_dir)
-    mini = MiniHTTP(mini_dir)
+    real = launch_module.real_triton(real_dir, wait='live')
+    mini = launch_module.mini(mini_dir, metrics=False)
     assert mini.failures == {}
-    yield {'mini': (mini.port, mini_dir), 'real': (real.port, real_dir)}
-    mini.stop(); real.stop()
+    return {'mini': (mini.http_port, mini_dir), 'real': (real.http_port, real_dir)}
 
 
 def strip_parameters(body):

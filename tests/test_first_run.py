@@ -4,7 +4,8 @@ the server when a model cannot load (`--exit-on-error` is not weakened). The bin
 with `sys.modules['llama_cpp'] = None`, which makes every `import llama_cpp` fail as if it were not installed."""
 import json, signal, subprocess, sys, threading, urllib.error, urllib.request
 
-from triton_mini.cli import example_repository, free_port, wait_for_http
+from triton_mini.cli import example_repository, wait_for_http
+from triton_servers import free_port
 
 # `triton-mini`, in a Python where llama_cpp cannot be imported.
 NO_LLAMA = "import sys; sys.modules['llama_cpp'] = None; from triton_mini.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -5,13 +5,12 @@ BYTES, requested outputs, classification, parameters, Triton's status codes and 
 (responses one by one, the final flag, errors inside the stream), the repository in explicit mode, statistics,
 log settings, large messages, compression, concurrency and the aio client.
 
-The models are the conformance suite's (tests/conformance/models*) plus tests/python_models/streamer. The
+The models are the conformance suite's (tests/models/conformance*) plus tests/models/python_backend/streamer. The
 `oracle` tests serve the very same directories with the real Triton 2.51 and compare what its gRPC endpoint
 answers with what triton-mini answers, call by call.
 """
-import asyncio, json, shutil, threading, time
+import asyncio, json, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,12 +22,10 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc, model_config_pb2
 from tritonclient.utils import InferenceServerException
 
-from triton_mini.server import TritonServer
 from triton_mini.grpc_server import GRPCService, serve
 
-from triton_servers import RealTriton, wait_until
+from triton_servers import copy_models, start_together, wait_until
 
-HERE = Path(__file__).parent
 T, C = pb.ModelInferRequest.InferInputTensor, pb.InferTensorContents
 NUMPY = {'BOOL': np.bool_, 'UINT8': np.uint8, 'UINT16': np.uint16, 'UINT32': np.uint32, 'UINT64': np.uint64, 'INT8': np.int8,
          'INT16': np.int16, 'INT32': np.int32, 'INT64': np.int64, 'FP16': np.float16, 'FP32': np.float32, 'FP64': np.float64}
@@ -39,24 +36,18 @@ TYPED = {'BOOL': 'bool_contents', 'UINT8': 'uint_contents', 'UINT16': 'uint_cont
 
 @pytest.fixture(scope='module')
 def repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp('grpc') / 'models'
-    shutil.copytree(HERE / 'conformance' / 'models', root, ignore=shutil.ignore_patterns('__pycache__'))
-    shutil.copytree(HERE / 'python_models' / 'streamer', root / 'streamer', ignore=shutil.ignore_patterns('__pycache__'))
-    return root
+    return copy_models(tmp_path_factory.mktemp('grpc') / 'models', 'conformance', 'python_backend/streamer')
 
 
 @pytest.fixture(scope='module')
-def mini(repo):
-    server = TritonServer(repo)
-    assert server.start() == {}
-    service = GRPCService(server).start()
-    yield service
-    service.stop()
-    server.stop()
+def mini(repo, launch_module):
+    m = launch_module.mini(repo, http=False, metrics=False, grpc=True)
+    assert m.failures == {}
+    return m
 
 
 @pytest.fixture(scope='module')
-def url(mini): return f'127.0.0.1:{mini.port}'
+def url(mini): return f'127.0.0.1:{mini.grpc_port}'
 
 
 @pytest.fixture
@@ -439,14 +430,11 @@ def test_repository_in_none_mode(client):
 
 
 @pytest.fixture
-def explicit(tmp_path):
-    root = tmp_path / 'models'
-    shutil.copytree(HERE / 'conformance' / 'models_explicit', root, ignore=shutil.ignore_patterns('__pycache__'))
-    server = TritonServer(root, model_control_mode='explicit')
-    server.start()
-    with GRPCService(server) as service, grpcclient.InferenceServerClient(f'127.0.0.1:{service.port}') as c:
+def explicit(tmp_path, launch):
+    root = copy_models(tmp_path / 'models', 'conformance_explicit')
+    port = launch.mini(root, http=False, metrics=False, grpc=True, model_control_mode='explicit').grpc_port
+    with grpcclient.InferenceServerClient(f'127.0.0.1:{port}') as c:
         yield c
-    server.stop()
 
 
 def test_repository_load_and_unload(explicit):
@@ -509,7 +497,7 @@ def test_concurrent_clients_get_their_own_rows(url):
 
 def test_a_taken_port_is_an_error(mini):
     "gRPC shares a taken port by default on Linux (SO_REUSEPORT); Triton, and triton-mini, refuse it."
-    with pytest.raises(OSError, match=f"Socket '127.0.0.1:{mini.port}' already in use"): GRPCService(mini.server, port=mini.port).start()
+    with pytest.raises(OSError, match=f"Socket '127.0.0.1:{mini.grpc_port}' already in use"): GRPCService(mini.server, port=mini.grpc_port).start()
 
 
 def test_serve_on_a_running_loop(mini):
@@ -641,18 +629,13 @@ def _normalise(label, answer):
 
 
 @pytest.fixture(scope='module')
-def pair(repo):
+def pair(repo, launch_module):
     "(triton-mini stub, real Triton stub): both fresh, on the same directory."
-    real = RealTriton(repo)
-    server = TritonServer(repo)
-    server.start()
-    service = GRPCService(server).start()
-    channels = [grpc.insecure_channel(f'127.0.0.1:{port}') for port in (service.port, real.grpc_port)]
+    real, mini = start_together(lambda: launch_module.real_triton(repo),
+                                lambda: launch_module.mini(repo, http=False, metrics=False, grpc=True))
+    channels = [grpc.insecure_channel(f'127.0.0.1:{port}') for port in (mini.grpc_port, real.grpc_port)]
     yield [pb_grpc.GRPCInferenceServiceStub(c) for c in channels]
     for c in channels: c.close()
-    service.stop()
-    server.stop()
-    real.stop()
 
 
 @pytest.mark.oracle
@@ -684,41 +667,34 @@ def test_oracle_server_metadata_differs_only_in_version_and_extensions(pair):
 
 
 @pytest.mark.oracle
-def test_oracle_explicit_repository(tmp_path):
+def test_oracle_explicit_repository(tmp_path, launch):
     "Load, unload and failed loads in explicit mode: the same answers and the same index after each step."
-    root = tmp_path / 'models'
-    shutil.copytree(HERE / 'conformance' / 'models_explicit', root, ignore=shutil.ignore_patterns('__pycache__'))
-    real = RealTriton(root, '--model-control-mode=explicit')
-    server = TritonServer(root, model_control_mode='explicit')
-    server.start()
-    try:
-        with GRPCService(server) as service:
-            stubs = {name: pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f'127.0.0.1:{port}'))
-                     for name, port in (('mini', service.port), ('real', real.grpc_port))}
-            load = lambda name, **params: pb.RepositoryModelLoadRequest(model_name=name, parameters=params)
-            steps = [('RepositoryModelLoad', load('simple')), ('RepositoryModelLoad', load('pipe')),
-                     ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='pipe', parameters={'unload_dependents': pb.ModelRepositoryParameter(bool_param=True)})),
-                     ('RepositoryModelLoad', load('bad_syntax')), ('RepositoryModelLoad', load('init_raises')),
-                     ('RepositoryModelLoad', load('no_version_dir')), ('RepositoryModelLoad', load('ens_unknown_model')),
-                     ('RepositoryModelLoad', load('nope')), ('RepositoryModelLoad', load('multi')),
-                     ('RepositoryModelLoad', load('simple', config=pb.ModelRepositoryParameter(bool_param=True))),
-                     ('RepositoryModelLoad', load('simple', config=pb.ModelRepositoryParameter(string_param=json.dumps(
-                         {'backend': 'python', 'max_batch_size': 2, 'input': [{'name': 'IN', 'data_type': 'TYPE_FP32', 'dims': [2]}],
-                          'output': [{'name': 'OUT', 'data_type': 'TYPE_FP32', 'dims': [2]}]})))),
-                     ('RepositoryModelLoad', load('simple', other=pb.ModelRepositoryParameter(string_param='x'))),
-                     ('RepositoryModelLoad', load('simple', **{'file:1/model.py': pb.ModelRepositoryParameter(string_param='x')})),
-                     ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='multi', parameters={'unload_dependents': pb.ModelRepositoryParameter(string_param='x')})),
-                     ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='multi'))]
-            differences = []
-            for method, request in steps:
-                answers = {name: _call(s, method, request) for name, s in stubs.items()}
-                for s in stubs.values():
-                    wait_until(lambda: all(m.state not in ('LOADING', 'UNLOADING') for m in s.RepositoryIndex(pb.RepositoryIndexRequest()).models), 60, 'settled')
-                index = {name: _call(s, 'RepositoryIndex', pb.RepositoryIndexRequest()) for name, s in stubs.items()}
-                config = {name: _call(s, 'ModelConfig', pb.ModelConfigRequest(name='simple')) for name, s in stubs.items()}
-                for what, got in (('answer', answers), ('index after', index), ('config of simple after', config)):
-                    if got['mini'] != got['real']: differences.append(f"{method} {request.model_name} ({what}):\n  triton-mini: {got['mini']}\n  real Triton: {got['real']}")
-            assert not differences, '\n'.join(differences)
-    finally:
-        server.stop()
-        real.stop()
+    root = copy_models(tmp_path / 'models', 'conformance_explicit')
+    real, mini = start_together(lambda: launch.real_triton(root, '--model-control-mode=explicit'),
+                                lambda: launch.mini(root, http=False, metrics=False, grpc=True, model_control_mode='explicit'))
+    stubs = {name: pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f'127.0.0.1:{port}'))
+             for name, port in (('mini', mini.grpc_port), ('real', real.grpc_port))}
+    load = lambda name, **params: pb.RepositoryModelLoadRequest(model_name=name, parameters=params)
+    steps = [('RepositoryModelLoad', load('simple')), ('RepositoryModelLoad', load('pipe')),
+             ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='pipe', parameters={'unload_dependents': pb.ModelRepositoryParameter(bool_param=True)})),
+             ('RepositoryModelLoad', load('bad_syntax')), ('RepositoryModelLoad', load('init_raises')),
+             ('RepositoryModelLoad', load('no_version_dir')), ('RepositoryModelLoad', load('ens_unknown_model')),
+             ('RepositoryModelLoad', load('nope')), ('RepositoryModelLoad', load('multi')),
+             ('RepositoryModelLoad', load('simple', config=pb.ModelRepositoryParameter(bool_param=True))),
+             ('RepositoryModelLoad', load('simple', config=pb.ModelRepositoryParameter(string_param=json.dumps(
+                 {'backend': 'python', 'max_batch_size': 2, 'input': [{'name': 'IN', 'data_type': 'TYPE_FP32', 'dims': [2]}],
+                  'output': [{'name': 'OUT', 'data_type': 'TYPE_FP32', 'dims': [2]}]})))),
+             ('RepositoryModelLoad', load('simple', other=pb.ModelRepositoryParameter(string_param='x'))),
+             ('RepositoryModelLoad', load('simple', **{'file:1/model.py': pb.ModelRepositoryParameter(string_param='x')})),
+             ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='multi', parameters={'unload_dependents': pb.ModelRepositoryParameter(string_param='x')})),
+             ('RepositoryModelUnload', pb.RepositoryModelUnloadRequest(model_name='multi'))]
+    differences = []
+    for method, request in steps:
+        answers = {name: _call(s, method, request) for name, s in stubs.items()}
+        for s in stubs.values():
+            wait_until(lambda: all(m.state not in ('LOADING', 'UNLOADING') for m in s.RepositoryIndex(pb.RepositoryIndexRequest()).models), 60, 'settled')
+        index = {name: _call(s, 'RepositoryIndex', pb.RepositoryIndexRequest()) for name, s in stubs.items()}
+        config = {name: _call(s, 'ModelConfig', pb.ModelConfigRequest(name='simple')) for name, s in stubs.items()}
+        for what, got in (('answer', answers), ('index after', index), ('config of simple after', config)):
+            if got['mini'] != got['real']: differences.append(f"{method} {request.model_name} ({what}):\n  triton-mini: {got['mini']}\n  real Triton: {got['real']}")
+    assert not differences, '\n'.join(differences)

@@ -12,7 +12,7 @@ that once found a bug. In CI 2,000 cases run (a few seconds) (FUZZ_CASES, FUZZ_S
 
     python tests/test_grpc_fuzz.py --cases 100000 --seed 7     # failures are written to the corpus folder
 """
-import os, random, re, shutil, signal, struct, subprocess, sys, time
+import os, random, re, struct, sys, time
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from tritonclient.grpc import service_pb2 as pb
 HERE = Path(__file__).parent
 CORPUS = HERE / 'grpc_fuzz_corpus'
 sys.path.insert(0, str(HERE))
-from triton_servers import free_port, http, wait_until  # noqa: E402
+from triton_servers import MiniProcess, copy_models  # noqa: E402
 
 T, C, P = pb.ModelInferRequest.InferInputTensor, pb.InferTensorContents, pb.InferParameter
 MODELS = {   # the conformance models the fuzzer aims at: name -> [(input, datatype)]
@@ -175,34 +175,20 @@ def random_case(rng) -> tuple:
 
 # ------------------------------------------------------------------------------------------------- the server and a call
 
-class Server:
-    "`python -m triton_mini` on a copy of the conformance models, gRPC on a free port."
+class Server(MiniProcess):
+    "`python -m triton_mini` on a copy of the conformance models, gRPC on a free port, with a raw channel to it."
     def __init__(self, root: Path):
-        self.repo = root / 'models'
-        shutil.copytree(HERE / 'conformance' / 'models', self.repo, ignore=shutil.ignore_patterns('__pycache__'))
-        self.http, self.grpc = free_port(), free_port()
-        self.log_path = root / 'server.log'
-        self.proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', f'--model-repository={self.repo}', f'--http-port={self.http}',
-                                      f'--grpc-port={self.grpc}', '--allow-metrics=false', '--exit-timeout-secs=5'],
-                                     stdout=open(self.log_path, 'w'), stderr=subprocess.STDOUT, cwd=root)
-        wait_until(lambda: self._ready(), 120, 'triton_mini to start')
+        super().__init__(copy_models(root / 'models', 'conformance'), '--exit-timeout-secs=5', metrics=False)
         opts = [('grpc.max_receive_message_length', -1), ('grpc.max_send_message_length', -1)]
-        self.channel = grpc.insecure_channel(f'127.0.0.1:{self.grpc}', options=opts)
-        grpc.channel_ready_future(self.channel).result(timeout=60)
+        self.channel = grpc.insecure_channel(f'127.0.0.1:{self.grpc_port}', options=opts)
+        try: grpc.channel_ready_future(self.channel).result(timeout=60)
+        except BaseException: self.stop(); raise
 
-    def _ready(self):
-        if self.proc.poll() is not None: raise RuntimeError(self.log_path.read_text()[-3000:])
-        try: return http(self.http, 'GET', '/v2/health/ready', timeout=5)[0] == 200
-        except OSError: return False
+    def rss_mb(self) -> float: return self.rss() / 2**20
 
-    def rss_mb(self) -> float: return psutil.Process(self.proc.pid).memory_info().rss / 2**20
-
-    def stop(self):
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try: self.proc.wait(30)
-            except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+    def stop(self, *args, **kw):
+        if getattr(self, 'channel', None) is not None: self.channel.close()
+        return super().stop(*args, **kw)
 
 
 def call(channel, method: str, data, timeout: float = 20) -> list:

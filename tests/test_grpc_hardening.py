@@ -7,7 +7,7 @@
 - `grpc.health.v1.Health/Check`, `--grpc-header-forward-pattern` (what a model sees, compared with Triton), response
   compression, and error hygiene: an unexpected exception answers INTERNAL without naming it and is logged once.
 """
-import asyncio, json, logging, os, re, shutil, signal, subprocess, sys, textwrap, time
+import asyncio, json, logging, re, shutil, subprocess, sys, textwrap, time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from triton_servers import ORACLE, RealTriton, free_port, http, oracle_or_skip, wait_until  # noqa: E402
+from triton_servers import ORACLE, ORACLE_MISSING, MiniProcess, RealTriton, copy_models, free_port, wait_until  # noqa: E402
 
 T = pb.ModelInferRequest.InferInputTensor
 PARAMS_PY = '''
@@ -35,9 +35,7 @@ class TritonPythonModel:
 
 @pytest.fixture(scope='module')
 def repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp('hardening') / 'models'
-    for m in ('identity_int32', 'add_sub'):
-        shutil.copytree(HERE / 'conformance' / 'models' / m, root / m, ignore=shutil.ignore_patterns('__pycache__'))
+    root = copy_models(tmp_path_factory.mktemp('hardening') / 'models', 'conformance/identity_int32', 'conformance/add_sub')
     (root / 'params' / '1').mkdir(parents=True)
     (root / 'params' / 'config.pbtxt').write_text('name: "params"\nbackend: "python"\nmax_batch_size: 0\n'
                                                   'input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
@@ -46,32 +44,18 @@ def repo(tmp_path_factory):
     return root
 
 
-class Mini:
-    "`python -m triton_mini` in its own session on free ports."
-    def __init__(self, repo, *flags, ready=True):
-        self.repo, self.http_port, self.grpc_port = Path(repo), free_port(), free_port()
-        self.log_path = self.repo.parent / f'mini_{self.grpc_port}.log'
-        self.proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f'--http-port={self.http_port}',
-                                      f'--grpc-port={self.grpc_port}', '--allow-metrics=false', *flags],
-                                     stdout=open(self.log_path, 'w'), stderr=subprocess.STDOUT, start_new_session=True)
-        def up():
-            assert self.proc.poll() is None, self.log()
-            try: return http(self.http_port, 'GET', '/v2/health/live', timeout=5)[0] == 200
-            except OSError: return False
-        wait_until(up, 120, 'triton_mini to start')
-        wait_until(lambda: 'Started GRPCInferenceService' in self.log(), 30, 'gRPC to start')
-    def log(self): return self.log_path.read_text(errors='replace')
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try: self.proc.wait(30)
-            except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
+class Mini(MiniProcess):
+    "`python -m triton_mini` on free ports (HTTP and gRPC), up once it is live and gRPC has started."
+    def __init__(self, repo, *flags):
+        super().__init__(repo, *flags, metrics=False, wait='live')
+        try: wait_until(lambda: 'Started GRPCInferenceService' in self.log(), 30, 'gRPC to start')
+        except BaseException: self.stop(); raise
 
 
 def both(repo, *flags):
     "Yield (name, server) for triton_mini and, when present, the real Triton, with the same repo and flags."
     servers = [('mini', lambda: Mini(repo, *flags))]
-    if os.access(ORACLE, os.X_OK): servers.append(('triton', lambda: RealTriton(repo, *flags)))
+    if not ORACLE_MISSING: servers.append(('triton', lambda: RealTriton(repo, *flags)))
     for name, start in servers:
         s = start()
         try: yield name, s
@@ -134,7 +118,7 @@ def test_restricted_protocol_syntax_errors(repo, value, reason):
                        capture_output=True, text=True, timeout=60)
     assert (p.returncode, p.stderr.splitlines()[-2:]) == (1, ['Bad option: "--grpc-restricted-protocol".', reason])
     assert 'loaded' not in p.stderr                                  # refused before any model loads
-    if os.access(ORACLE, os.X_OK):
+    if not ORACLE_MISSING:
         t = subprocess.run([ORACLE, f'--model-repository={repo}', f'--grpc-restricted-protocol={value}'], capture_output=True, text=True,
                            timeout=120, cwd=repo.parent)
         lines = (t.stdout + t.stderr).splitlines()

@@ -16,8 +16,6 @@ aioclient = pytest.importorskip('tritonclient.http.aio')
 from tritonclient.utils import InferenceServerException
 
 from triton_mini.cli import example_repository
-from triton_mini.server import TritonServer
-from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
 
 MODELS = ['add_sub', 'identity_bytes', 'add_sub_ensemble', 'linear_onnx']
 
@@ -30,13 +28,10 @@ def repo(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def url(repo):
-    server = TritonServer(repo, model_control_mode='explicit', load_models=MODELS)
-    assert server.start() == {}
-    svc = HTTPService({HTTPFrontend(server, max_input_size=1 << 20): bind_socket('127.0.0.1', 0)}).start()
-    yield f'127.0.0.1:{svc.ports[0]}'
-    svc.stop()
-    server.stop()
+def url(repo, launch_module):
+    mini = launch_module.mini(repo, metrics=False, http_options={'max_input_size': 1 << 20}, model_control_mode='explicit', load_models=MODELS)
+    assert mini.failures == {}
+    return f'127.0.0.1:{mini.http_port}'
 
 
 @pytest.fixture

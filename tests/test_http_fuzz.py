@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import http_fuzz
-from mini_process import MiniProcess, copy_models
+from triton_servers import MiniProcess
 
 ARTIFACTS = Path(__file__).resolve().parent / 'artifacts'
 SEED, N = int(os.environ.get('FUZZ_SEED', 18)), int(os.environ.get('FUZZ_CASES', 10_000))
@@ -31,8 +31,8 @@ def run_cases(port, cases, workers=4) -> list:
 
 
 def test_fuzz_http(tmp_path):
-    repo = copy_models(tmp_path / 'models', *http_fuzz.MODELS)
-    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10')
+    repo = http_fuzz.repository(tmp_path / 'models')
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)
     try:
         log_before = len(s.lines)
         failures = run_cases(s.http_port, http_fuzz.corpus())

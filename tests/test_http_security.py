@@ -9,8 +9,7 @@ import asyncio, gzip, http.client, json, logging, socket, threading, time, zlib
 
 import pytest
 
-from mini_process import MiniProcess, copy_models, request
-from triton_servers import RealTriton, oracle_or_skip
+from triton_servers import MiniProcess, RealTriton, copy_models, oracle_or_skip, request
 
 OK = {'inputs': [{'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]},
                  {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]}
@@ -28,7 +27,7 @@ def gzip_bomb(gib:int=1) -> bytes:
 
 @pytest.fixture(scope='module')
 def repo(tmp_path_factory):
-    return copy_models(tmp_path_factory.mktemp('models'), 'add_sub', 'gen', 'identity_int32')
+    return copy_models(tmp_path_factory.mktemp('models'), 'conformance/add_sub', 'conformance/gen', 'conformance/identity_int32')
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -37,7 +36,7 @@ def repo(tmp_path_factory):
 def test_gzip_bomb_refused_with_bounded_memory(repo):
     bomb = gzip_bomb(1)
     assert len(bomb) < 1.1 * MB
-    s = MiniProcess(repo)
+    s = MiniProcess(repo, grpc=False)
     try:
         for _ in range(20): s.request('POST', '/v2/models/add_sub/infer', gzip.compress(json.dumps(OK).encode()), {'Content-Encoding': 'gzip'})
         base, peak, done = s.rss(), [0], threading.Event()
@@ -54,10 +53,9 @@ def test_gzip_bomb_refused_with_bounded_memory(repo):
     finally: assert s.stop() == 0
 
 
-def test_inflation_runs_off_the_event_loop(monkeypatch, repo):
+def test_inflation_runs_off_the_event_loop(monkeypatch, repo, mini):
     "While a compressed body is being inflated, the same server answers a health check on another connection."
     import triton_mini.http_server as hs
-    from triton_mini.server import TritonServer
     started, release = threading.Event(), threading.Event()
     real = hs.inflate
     def slow_inflate(body, limit, *a):
@@ -65,11 +63,8 @@ def test_inflation_runs_off_the_event_loop(monkeypatch, repo):
         assert release.wait(30), 'the health check was never answered while inflating'
         return real(body, limit, *a)
     monkeypatch.setattr(hs, 'inflate', slow_inflate)
-    server = TritonServer(repo, model_control_mode='explicit', load_models=['add_sub'])
-    server.start()
-    svc = hs.HTTPService({hs.HTTPFrontend(server): hs.bind_socket('127.0.0.1', 0)}, exit_timeout_secs=5).start()
+    port = mini(repo, metrics=False, exit_timeout_secs=5, model_control_mode='explicit', load_models=['add_sub']).http_port
     try:
-        port = svc.ports[0]
         body = gzip.compress(json.dumps(OK).encode() + b' ' * 20000, compresslevel=0)   # > 4 KiB: inflated on a thread
         result = {}
         t = threading.Thread(target=lambda: result.update(r=request(port, 'POST', '/v2/models/add_sub/infer', body, {'Content-Encoding': 'gzip'})))
@@ -78,8 +73,7 @@ def test_inflation_runs_off_the_event_loop(monkeypatch, repo):
         assert request(port, 'GET', '/v2/health/ready', timeout=10)[0] == 200    # answered while inflation is held
         release.set(); t.join(30)
         assert result['r'][0] == 200 and json.loads(result['r'][2])['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
-    finally:
-        release.set(); svc.stop(); server.stop()
+    finally: release.set()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -134,7 +128,7 @@ def test_slow_clients_are_closed_and_others_served(repo):
 
 
 def test_connection_cap_and_header_size(repo):
-    s = MiniProcess(repo, '--http-max-connections=40', '--http-max-header-size=8192')
+    s = MiniProcess(repo, '--http-max-connections=40', '--http-max-header-size=8192', grpc=False)
     held = []
     try:
         for _ in range(40): held.append(_connect(s.http_port))
@@ -191,7 +185,7 @@ def test_unexpected_errors_are_internal_and_logged_once(monkeypatch):
 
 def test_malformed_http_floods_no_log(repo):
     "1,000 requests that are not HTTP get a JSON 400 each and write a line or two to the log, not a thousand."
-    s = MiniProcess(repo)
+    s = MiniProcess(repo, grpc=False)
     try:
         before = len(s.lines)
         for i in range(1000):
@@ -210,6 +204,7 @@ def test_malformed_http_floods_no_log(repo):
 
 FLAGS = ('--http-restricted-api=inference:infer-key=secret', '--http-restricted-api=health,metadata,model-config,trace:Admin-Key=a1',
          '--http-header-forward-pattern=^x-fw')
+ADMIN = {'Admin-Key': 'a1'}
 GEN = {'inputs': [{'name': 'text_input', 'shape': [1], 'datatype': 'BYTES', 'data': ['hi']}], 'parameters': {'X-Dup': 'json', 'p': 1}}
 PROBES = [
     ('GET', '/v2/health/ready', b'', {}), ('GET', '/v2/health/ready', b'', {'Admin-Key': 'a1'}),
@@ -237,23 +232,10 @@ def _comparable(status, body):
     return status, doc
 
 
-class RestrictedTriton(RealTriton):
-    "Real Triton whose health endpoints need the Admin-Key header: waits for readiness with it."
-    def _wait(self, ready):
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                if request(self.http_port, 'GET', '/v2/health/ready', headers={'Admin-Key': 'a1'}, timeout=5)[0] == 200: return
-            except OSError: pass
-            if self.proc.poll() is not None: break
-            time.sleep(0.2)     # waiting for an external process
-        raise RuntimeError(f'real Triton did not start:\n{self.log()[-3000:]}')
-
-
 def test_restricted_api_and_header_forwarding_match_triton(repo, tmp_path):
     oracle_or_skip()
-    mine = MiniProcess(repo, *FLAGS)
-    triton = RestrictedTriton(copy_models(tmp_path / 'oracle_models', 'add_sub', 'gen', 'identity_int32'), *FLAGS)
+    mine = MiniProcess(repo, *FLAGS, grpc=False, health_headers=ADMIN)      # health needs the Admin-Key header
+    triton = RealTriton(copy_models(tmp_path / 'oracle_models', 'conformance/add_sub', 'conformance/gen', 'conformance/identity_int32'), *FLAGS, health_headers=ADMIN)
     try:
         for method, path, body, headers in PROBES:
             theirs = _comparable(*request(triton.http_port, method, path, body, headers)[::2])
@@ -288,7 +270,7 @@ def test_invalid_forward_pattern_stops_the_start(tmp_path):
 
 def test_upgrade_header_does_not_eat_the_body(repo):
     "curl --http2 on plain HTTP sends `Upgrade: h2c`; llhttp would take the body for the new protocol. Triton answers over HTTP/1.1."
-    s = MiniProcess(repo)
+    s = MiniProcess(repo, grpc=False)
     try:
         body = json.dumps(OK).encode()
         for upgrade in (b'h2c', b'websocket'):

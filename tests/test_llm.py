@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip('llama_cpp')
-from triton_mini.cli import example_repository, free_port, wait_for_http
+from triton_mini.cli import example_repository, wait_for_http
 from triton_mini.llm import write_tiny_gguf
 from triton_mini.server import TritonServer
-from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
 from triton_mini.tensors import TritonError
+from triton_servers import PortsTaken, ports_taken
 
 PROMPT = '请用中文介绍人工智能'
 SEED_INFER = ('{"inputs": [{"name": "prompt", "shape": [1], "datatype": "BYTES", "data": ["请用中文介绍人工智能"]}],'
@@ -25,35 +25,32 @@ def test_bundled_model_is_what_write_tiny_gguf_writes(tmp_path):
     assert (example_repository() / 'qwen_gguf_stream' / '1' / 'model.gguf').read_bytes() == bundled.read_bytes()
 
 
-def _port_free(port):
-    import socket
-    with socket.socket() as s: return s.connect_ex(('127.0.0.1', port)) != 0
+SEED_PORTS = ("ports {} are taken (a triton-mini left running, as the README's first command leaves it?): "
+              "seed 003's curl commands name 8000 and 8002 verbatim")
 
 
-def test_seed_003_curl_commands_verbatim():
+def test_seed_003_curl_commands_verbatim(mini_process):
     "`triton-mini` with no flags, then seed 003's four curl commands exactly as the seed prints them."
-    if not (_port_free(8000) and _port_free(8002)): pytest.fail('ports 8000/8002 are busy: the seed commands need them')
-    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--allow-grpc=false'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert wait_for_http('http://127.0.0.1:8000/v2/health/live', 120)
-        curl = lambda *a: subprocess.run(['curl', '-s', *a], capture_output=True, text=True, timeout=120)
-        ready = subprocess.run(['curl', '-v', 'localhost:8000/v2/health/ready'], capture_output=True, text=True, timeout=60)
-        assert '< HTTP/1.1 200 OK' in ready.stderr
-        models = json.loads(curl('localhost:8000/v2/models').stdout)
-        assert {'name': 'qwen_gguf', 'version': '1', 'state': 'READY'} in models['models']
-        out = json.loads(curl('-X', 'POST', 'http://localhost:8000/v2/models/qwen_gguf/infer', '-H', 'Content-Type: application/json',
-                              '-d', SEED_INFER).stdout)
-        assert out['model_name'] == 'qwen_gguf' and out['outputs'][0]['name'] == 'generated_text'
-        assert out['outputs'][0]['datatype'] == 'BYTES' and len(out['outputs'][0]['data'][0]) > 0
-        metrics = curl('localhost:8002/metrics').stdout
-        assert 'nv_inference_request_success{model="qwen_gguf",version="1"} 1' in metrics
-    finally:
-        proc.terminate()
-        assert proc.wait(60) == 0
+    if taken := ports_taken(8000, 8002): pytest.skip(SEED_PORTS.format(taken))
+    try: s = mini_process(grpc=False, fixed_ports=True, wait='live')
+    except PortsTaken: pytest.skip(SEED_PORTS.format('8000/8002'))   # taken between the check and the start
+    assert wait_for_http('http://127.0.0.1:8000/v2/health/live', 120)
+    curl = lambda *a: subprocess.run(['curl', '-s', *a], capture_output=True, text=True, timeout=120)
+    ready = subprocess.run(['curl', '-v', 'localhost:8000/v2/health/ready'], capture_output=True, text=True, timeout=60)
+    assert '< HTTP/1.1 200 OK' in ready.stderr
+    models = json.loads(curl('localhost:8000/v2/models').stdout)
+    assert {'name': 'qwen_gguf', 'version': '1', 'state': 'READY'} in models['models']
+    out = json.loads(curl('-X', 'POST', 'http://localhost:8000/v2/models/qwen_gguf/infer', '-H', 'Content-Type: application/json',
+                          '-d', SEED_INFER).stdout)
+    assert out['model_name'] == 'qwen_gguf' and out['outputs'][0]['name'] == 'generated_text'
+    assert out['outputs'][0]['datatype'] == 'BYTES' and len(out['outputs'][0]['data'][0]) > 0
+    metrics = curl('localhost:8002/metrics').stdout
+    assert 'nv_inference_request_success{model="qwen_gguf",version="1"} 1' in metrics
+    assert s.stop() == 0
 
 
 @pytest.fixture(scope='module')
-def served(tmp_path_factory):
+def served(tmp_path_factory, launch_module):
     "The two bundled LLM models plus a slower one (51 MB, 8 layers) whose tokens take measurable time."
     root = tmp_path_factory.mktemp('llm') / 'models'
     for name in ('qwen_gguf', 'qwen_gguf_stream'): shutil.copytree(example_repository() / name, root / name, symlinks=True)
@@ -63,11 +60,9 @@ def served(tmp_path_factory):
     write_tiny_gguf(big / '1' / 'model.gguf', n_ctx=512, n_layer=8, n_embd=512, n_head=8, n_ff=1376)
     cfg = big / 'config.pbtxt'
     cfg.write_text(cfg.read_text().replace('name: "qwen_gguf_stream"', 'name: "slow_stream"'))
-    server = TritonServer(root)
-    assert server.start() == {}
-    svc = HTTPService({HTTPFrontend(server): bind_socket('127.0.0.1', 0)}).start()
-    yield server, f'127.0.0.1:{svc.ports[0]}'
-    svc.stop(); server.stop()
+    mini = launch_module.mini(root, metrics=False)
+    assert mini.failures == {}
+    return mini.server, f'127.0.0.1:{mini.http_port}'
 
 
 def post(url, path, doc):

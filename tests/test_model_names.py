@@ -24,13 +24,12 @@ from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc
 from tritonclient.utils import InferenceServerException
 
 from triton_mini.cli import example_repository
-from triton_mini.grpc_server import GRPCService
 from triton_mini.model_repository import find_models
 
 OVERRIDE_PREFIX = 'triton_mini_override_'   # the temp folders of load requests' files
 from triton_mini.server import TritonServer
 
-from triton_servers import MiniTriton, RealTriton, http
+from triton_servers import MiniTriton, http
 
 # Triton's ModelNameValidationTest, verbatim, plus the two names triton-mini also refuses ('.' and a NUL)
 INVALID_TRAVERSAL_NAMES = ['../etc', 'a/../b', '../../etc/passwd', '../../../../etc', 'model/..', '..', '/etc/passwd',
@@ -105,11 +104,10 @@ def env(tmp_path_factory):
     repo = make_repo(base / 'models')
     mp = pytest.MonkeyPatch()
     mp.setattr(tempfile, 'tempdir', str(tmpdir))
-    mini = MiniTriton(repo, model_control_mode='explicit', load_models=['identity_bytes', 'bls_loader'])
-    grpc_service = GRPCService(mini.server).start()
-    try: yield {'mini': mini, 'grpc_url': f'127.0.0.1:{grpc_service.port}', 'repo': repo, 'tmp': tmpdir, 'target': target}
+    mini = MiniTriton(repo, grpc=True, model_control_mode='explicit', load_models=['identity_bytes', 'bls_loader'])
+    try: yield {'mini': mini, 'grpc_url': f'127.0.0.1:{mini.grpc_port}', 'repo': repo, 'tmp': tmpdir, 'target': target}
     finally:
-        grpc_service.stop(); mini.stop(); mp.undo()
+        mini.stop(); mp.undo()
 
 
 @pytest.fixture
@@ -257,11 +255,9 @@ def test_folders_with_unsafe_names_are_not_models(tmp_path, caplog):
 # ----------------------------------------------------------------------------------------------- the oracle
 
 @pytest.fixture(scope='module')
-def oracle(tmp_path_factory):
+def oracle(tmp_path_factory, launch_module):
     repo = make_repo(tmp_path_factory.mktemp('names_oracle') / 'models')
-    real = RealTriton(repo, '--model-control-mode=explicit', '--load-model=identity_bytes')
-    yield real
-    real.stop()
+    return launch_module.real_triton(repo, '--model-control-mode=explicit', '--load-model=identity_bytes')
 
 
 @pytest.mark.oracle

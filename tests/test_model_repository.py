@@ -18,10 +18,10 @@ import pytest
 from triton_mini.server import TritonServer
 from triton_mini.tensors import TritonError
 
-from triton_servers import MiniTriton, RealTriton, http, wait_until
+from triton_servers import MiniTriton, http, model_path, start_together, wait_until
 
-CAPTURES = Path(__file__).resolve().parent / 'spec_captures'   # copied from shared/spec/raw (see its README)
-REPO2 = CAPTURES / 'repo2'
+CAPTURES = Path(__file__).resolve().parent / 'spec_captures'   # Triton's answers, copied from shared/spec/raw (see its README)
+REPO2 = model_path('spec_repo2')                                 # the repository they were captured on
 
 TAGGED = '''
 import json, os
@@ -521,45 +521,40 @@ def settled_index(server) -> list:
 
 
 @pytest.mark.oracle
-def test_index_and_reasons_like_triton(tmp_path):
+def test_index_and_reasons_like_triton(tmp_path, launch):
     root = repo2_copy(tmp_path / 'models', REASON_MODELS)
-    real = RealTriton(root, '--model-control-mode=explicit', '--load-model=*', '--exit-on-error=false', ready=False)
-    mini = MiniTriton(root, model_control_mode='explicit', load_models=['*'])
-    try:
-        assert settled_index(mini) == settled_index(real)
-        # (not the failed ensembles: loading them a second time, Triton 2.51 answers oddly, e.g. "no version is available")
-        for name in ('good', 'py_syntax', 'no_dims', 'neg_mbs', 'ens_simple', 'nope'):
-            compare(real, mini, 'POST', f'/v2/repository/models/{name}/load')
-        for path in ('/v2/models/good/versions/1', '/v2/models/py_syntax', '/v2/models/py_syntax/versions/1', '/v2/models/neg_mbs',
-                     '/v2/models/nope', '/v2/models/specific_missing/versions/5'):
-            compare(real, mini, 'GET', path)
-    finally: mini.stop(); real.stop()
+    real, mini = start_together(lambda: launch.real_triton(root, '--model-control-mode=explicit', '--load-model=*', '--exit-on-error=false', wait='live'),
+                                lambda: launch.mini(root, model_control_mode='explicit', load_models=['*']))
+    assert settled_index(mini) == settled_index(real)
+    # (not the failed ensembles: loading them a second time, Triton 2.51 answers oddly, e.g. "no version is available")
+    for name in ('good', 'py_syntax', 'no_dims', 'neg_mbs', 'ens_simple', 'nope'):
+        compare(real, mini, 'POST', f'/v2/repository/models/{name}/load')
+    for path in ('/v2/models/good/versions/1', '/v2/models/py_syntax', '/v2/models/py_syntax/versions/1', '/v2/models/neg_mbs',
+                 '/v2/models/nope', '/v2/models/specific_missing/versions/5'):
+        compare(real, mini, 'GET', path)
 
 
 @pytest.mark.oracle
-def test_version_policies_like_triton(tmp_path):
+def test_version_policies_like_triton(tmp_path, launch):
     root = policy_repo(tmp_path / 'models')
     add_model(root, 'half', (1, 2, 3), 'version_policy: { all: {} }', tags={3: 'broken'})
-    real = RealTriton(root, '--exit-on-error=false', ready=False)
-    mini = MiniTriton(root)
-    try:
-        assert settled_index(mini) == settled_index(real)
-        x = {'inputs': [{'name': 'X', 'datatype': 'INT32', 'shape': [1], 'data': [1]}]}
-        for model in ('every', 'latest2', 'plain', 'specific', 'nothing', 'half'):
-            for version in ('', '/versions/0', '/versions/1', '/versions/2', '/versions/3', '/versions/5', '/versions/10'):
-                compare(real, mini, 'POST', f'/v2/models/{model}{version}/infer', x)
-            compare(real, mini, 'GET', f'/v2/models/{model}')
-    finally: mini.stop(); real.stop()
+    real, mini = start_together(lambda: launch.real_triton(root, '--exit-on-error=false', wait='live'), lambda: launch.mini(root))
+    assert settled_index(mini) == settled_index(real)
+    x = {'inputs': [{'name': 'X', 'datatype': 'INT32', 'shape': [1], 'data': [1]}]}
+    for model in ('every', 'latest2', 'plain', 'specific', 'nothing', 'half'):
+        for version in ('', '/versions/0', '/versions/1', '/versions/2', '/versions/3', '/versions/5', '/versions/10'):
+            compare(real, mini, 'POST', f'/v2/models/{model}{version}/infer', x)
+        compare(real, mini, 'GET', f'/v2/models/{model}')
 
 
 @pytest.mark.oracle
-def test_explicit_mode_like_triton(tmp_path):
+def test_explicit_mode_like_triton(tmp_path, launch):
     root = tmp_path / 'models'
     add_model(root, 'a', tag='A')
     add_model(root, 'b', tag='B')
     repo2_copy(root, ['m4', 'm4two', 'ens_simple', 'ens_unknown_model'])
-    real = RealTriton(root, '--model-control-mode=explicit', '--load-model=b', ready=False)
-    mini = MiniTriton(root, model_control_mode='explicit', load_models=['b'])
+    real, mini = start_together(lambda: launch.real_triton(root, '--model-control-mode=explicit', '--load-model=b', wait='live'),
+                                lambda: launch.mini(root, model_control_mode='explicit', load_models=['b']))
     x = {'inputs': [{'name': 'X', 'datatype': 'INT32', 'shape': [1], 'data': [1]}]}
     override = {'name': 'a', 'backend': 'python', 'max_batch_size': 4, 'input': [{'name': 'X', 'data_type': 'TYPE_INT32', 'dims': [1]}],
                 'output': [{'name': 'V', 'data_type': 'TYPE_STRING', 'dims': [1]}]}
@@ -578,37 +573,32 @@ def test_explicit_mode_like_triton(tmp_path):
              ('POST', '/v2/repository/models/b/unload', None), ('POST', '/v2/repository/models/b/unload', None),
              ('POST', '/v2/repository/models/nope/unload', None), ('POST', '/v2/repository/models/nope/load', None),
              ('POST', '/v2/models/b/infer', x)]
-    try:
-        for method, path, body in steps:
-            compare(real, mini, method, path, body)
-            assert settled_index(mini) == settled_index(real), f'index after {method} {path}'
-    finally: mini.stop(); real.stop()
+    for method, path, body in steps:
+        compare(real, mini, method, path, body)
+        assert settled_index(mini) == settled_index(real), f'index after {method} {path}'
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize('strict', [False, True])
-def test_auto_complete_and_strict_like_triton(tmp_path, strict):
+def test_auto_complete_and_strict_like_triton(tmp_path, strict, launch):
     root = strict_repo(tmp_path / 'models')
     flags = ['--exit-on-error=false'] + (['--strict-model-config=true'] if strict else [])
-    real = RealTriton(root, *flags, ready=False)
-    mini = MiniTriton(root, strict_model_config=strict)
-    try:
-        real_index = settled_index(real)
-        # Triton cites its own pb_utils file for an error raised inside add_input: drop that line
-        real_index = [{**e, 'reason': re.sub(r'  \S+/triton_python_backend_utils\.py\(\d+\): \w+\n', '', e['reason'])} if 'reason' in e else e
-                      for e in real_index]
-        assert settled_index(mini) == real_index
-        for name in ('autoc', 'partial', 'noconf'):
-            compare(real, mini, 'GET', f'/v2/models/{name}/config')
-    finally: mini.stop(); real.stop()
+    real, mini = start_together(lambda: launch.real_triton(root, *flags, wait='live'), lambda: launch.mini(root, strict_model_config=strict))
+    real_index = settled_index(real)
+    # Triton cites its own pb_utils file for an error raised inside add_input: drop that line
+    real_index = [{**e, 'reason': re.sub(r'  \S+/triton_python_backend_utils\.py\(\d+\): \w+\n', '', e['reason'])} if 'reason' in e else e
+                  for e in real_index]
+    assert settled_index(mini) == real_index
+    for name in ('autoc', 'partial', 'noconf'):
+        compare(real, mini, 'GET', f'/v2/models/{name}/config')
 
 
 @pytest.mark.oracle
-def test_poll_mode_like_triton(tmp_path):
+def test_poll_mode_like_triton(tmp_path, launch):
     root = tmp_path / 'models'
     add_model(root, 'p', (1,), tag='A')
-    real = RealTriton(root, '--model-control-mode=poll', '--repository-poll-secs=1')
-    mini = MiniTriton(root, model_control_mode='poll')
+    real, mini = start_together(lambda: launch.real_triton(root, '--model-control-mode=poll', '--repository-poll-secs=1'),
+                                lambda: launch.mini(root, model_control_mode='poll'))
     x = {'inputs': [{'name': 'X', 'datatype': 'INT32', 'shape': [1], 'data': [1]}]}
     def index(srv): return json.loads(http(srv.http_port, 'POST', '/v2/repository/index')[2])
     def step(change, done):
@@ -618,13 +608,11 @@ def test_poll_mode_like_triton(tmp_path):
         wait_until(lambda: done(index(real)), 30, 'Triton to notice the change')
         assert index(mini) == settled_index(real)
         compare(real, mini, 'POST', '/v2/models/p/infer', x)
-    try:
-        step(lambda: add_version(root, 'p', 2, tag='B'), lambda ix: {'version': '1', 'state': 'UNAVAILABLE', 'reason': 'unloaded', 'name': 'p'} in ix)
-        step(lambda: add_model(root, 'q', tag='Q'), lambda ix: any(e['name'] == 'q' and e.get('state') == 'READY' for e in ix))
-        compare(real, mini, 'POST', '/v2/models/q/infer', x)
-        step(lambda: add_version(root, 'p', 3, tag='broken'), lambda ix: any(e.get('version') == '3' and e['state'] == 'UNAVAILABLE' for e in ix))
-        step(lambda: shutil.rmtree(root / 'q'), lambda ix: all(e['name'] != 'q' for e in ix))
-        wait_until(lambda: http(real.http_port, 'POST', '/v2/models/q/infer', x)[0] == 404, 30, 'Triton to unload q')
-        compare(real, mini, 'POST', '/v2/models/q/infer', x)
-        compare(real, mini, 'POST', '/v2/repository/models/p/load')
-    finally: mini.stop(); real.stop()
+    step(lambda: add_version(root, 'p', 2, tag='B'), lambda ix: {'version': '1', 'state': 'UNAVAILABLE', 'reason': 'unloaded', 'name': 'p'} in ix)
+    step(lambda: add_model(root, 'q', tag='Q'), lambda ix: any(e['name'] == 'q' and e.get('state') == 'READY' for e in ix))
+    compare(real, mini, 'POST', '/v2/models/q/infer', x)
+    step(lambda: add_version(root, 'p', 3, tag='broken'), lambda ix: any(e.get('version') == '3' and e['state'] == 'UNAVAILABLE' for e in ix))
+    step(lambda: shutil.rmtree(root / 'q'), lambda ix: all(e['name'] != 'q' for e in ix))
+    wait_until(lambda: http(real.http_port, 'POST', '/v2/models/q/infer', x)[0] == 404, 30, 'Triton to unload q')
+    compare(real, mini, 'POST', '/v2/models/q/infer', x)
+    compare(real, mini, 'POST', '/v2/repository/models/p/load')

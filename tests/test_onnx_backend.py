@@ -373,23 +373,20 @@ def test_load_failures_in_the_repository_index(repo):
                                                  "TYPE_INT32 for input 'INPUT0', model provides TYPE_FP32")
         assert index['no_file']['reason'] == f"Unavailable: unable to find '{repo / 'no_file' / '1' / 'model.onnx'}' for model instance 'no_file'"
 
-def test_real_tritonclient_over_http(repo):
+def test_real_tritonclient_over_http(repo, mini):
     "The unchanged tritonclient talks to an ONNX model over the KServe v2 HTTP protocol."
     httpclient = pytest.importorskip('tritonclient.http')
-    http = pytest.importorskip('triton_mini.http_server')
-    with TritonServer(repo, model_control_mode='explicit', load_models=['auto_add_sub', 'twice']) as server:
-        sock = http.bind_socket('127.0.0.1', 0)
-        with http.HTTPService({http.HTTPFrontend(server): sock}) as service:
-            client = httpclient.InferenceServerClient(f'127.0.0.1:{service.ports[0]}')
-            meta = client.get_model_metadata('auto_add_sub')
-            assert [(t['name'], t['datatype'], t['shape']) for t in meta['outputs']] == [('OUTPUT0', 'FP32', [-1, 4]), ('OUTPUT1', 'FP32', [-1, 4])]
-            x = np.arange(8, dtype=np.float32).reshape(2, 4)
-            inputs = [httpclient.InferInput(n, [2, 4], 'FP32') for n in ('INPUT0', 'INPUT1')]
-            inputs[0].set_data_from_numpy(x, binary_data=True); inputs[1].set_data_from_numpy(np.ones_like(x), binary_data=False)
-            result = client.infer('auto_add_sub', inputs, outputs=[httpclient.InferRequestedOutput('OUTPUT1', binary_data=True)])
-            np.testing.assert_array_equal(result.as_numpy('OUTPUT1'), x - 1)
-            assert result.as_numpy('OUTPUT0') is None
-            text = httpclient.InferInput('TEXT', [1, 2], 'BYTES')
-            text.set_data_from_numpy(np.array([[b'on', 'nx'.encode()]], dtype=object))
-            np.testing.assert_array_equal(client.infer('twice', [text]).as_numpy('TWICE'), np.array([[b'on', b'nx', b'on', b'nx']], dtype=object))
-            client.close()
+    port = mini(repo, metrics=False, model_control_mode='explicit', load_models=['auto_add_sub', 'twice']).http_port
+    client = httpclient.InferenceServerClient(f'127.0.0.1:{port}')
+    meta = client.get_model_metadata('auto_add_sub')
+    assert [(t['name'], t['datatype'], t['shape']) for t in meta['outputs']] == [('OUTPUT0', 'FP32', [-1, 4]), ('OUTPUT1', 'FP32', [-1, 4])]
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    inputs = [httpclient.InferInput(n, [2, 4], 'FP32') for n in ('INPUT0', 'INPUT1')]
+    inputs[0].set_data_from_numpy(x, binary_data=True); inputs[1].set_data_from_numpy(np.ones_like(x), binary_data=False)
+    result = client.infer('auto_add_sub', inputs, outputs=[httpclient.InferRequestedOutput('OUTPUT1', binary_data=True)])
+    np.testing.assert_array_equal(result.as_numpy('OUTPUT1'), x - 1)
+    assert result.as_numpy('OUTPUT0') is None
+    text = httpclient.InferInput('TEXT', [1, 2], 'BYTES')
+    text.set_data_from_numpy(np.array([[b'on', 'nx'.encode()]], dtype=object))
+    np.testing.assert_array_equal(client.infer('twice', [text]).as_numpy('TWICE'), np.array([[b'on', b'nx', b'on', b'nx']], dtype=object))
+    client.close()

@@ -3,7 +3,7 @@ and pb_utils itself compared with the real one.
 
 The first part is what Triton users have long asked for: a plain pytest that imports a model.py, builds
 `pb_utils.InferenceRequest`s, calls `initialize` and `execute`, and checks the responses, with no
-server, no container and no GPU. It uses the models in tests/python_models.
+server, no container and no GPU. It uses the models in tests/models/python_backend.
 
 The second part runs a list of small pb_utils snippets (constructors, dtype helpers, serialization,
 errors, metrics, auto-complete rules ...) three ways: with no server, inside a model served by triton_mini,
@@ -20,13 +20,13 @@ import triton_python_backend_utils as pb_utils
 import triton_mini.pb_utils
 from triton_mini.server import TritonServer
 
-from triton_servers import RealTriton, http
+from triton_servers import RealTriton, http, model_path
 
-MODELS = Path(__file__).resolve().parent / 'python_models'
+MODELS = model_path('python_backend')
 
 
 def load_model_py(name):
-    "Import tests/python_models/<name>/1/model.py the way a user's test would, and return its TritonPythonModel class."
+    "Import tests/models/python_backend/<name>/1/model.py the way a user's test would, and return its TritonPythonModel class."
     spec = importlib.util.spec_from_file_location(f'user_model_{name}', MODELS / name / '1' / 'model.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

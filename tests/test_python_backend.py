@@ -1,4 +1,4 @@
-"""The Python backend running real model.py files (tests/python_models), in process and over HTTP.
+"""The Python backend running real model.py files (tests/models/python_backend), in process and over HTTP.
 
 The models are written the way Triton users write them: Triton's add_sub example, string processing on
 BYTES, a model reading `parameters` from its config, BLS calls (exec, async_exec, the decoupled iterator),
@@ -10,7 +10,7 @@ were captured from Triton 2.51). The `oracle` part serves the very same director
 and with triton_mini over HTTP (tritonclient.http, raw HTTP for generate_stream and /metrics) and
 compares outputs, error messages, configs, log lines and metrics.
 """
-import json, logging, os, re, shutil, threading, time
+import json, logging, os, re, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +24,8 @@ from triton_mini.metrics import MetricsCollector
 from triton_mini.server import TritonServer
 from triton_mini.tensors import TritonError
 
-from triton_servers import MiniTriton, RealTriton, http, wait_until
+from triton_servers import copy_models, http, start_together, wait_until
 
-MODELS = Path(__file__).resolve().parent / 'python_models'
 CODES = ['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED']
 STATUS = {'UNKNOWN': 400, 'INTERNAL': 500, 'NOT_FOUND': 404, 'INVALID_ARG': 400, 'UNAVAILABLE': 503, 'UNSUPPORTED': 501,
           'ALREADY_EXISTS': 400, 'CANCELLED': 400}   # what Triton 2.51 answers for each code (checked against the oracle)
@@ -34,10 +33,8 @@ STATUS = {'UNKNOWN': 400, 'INTERNAL': 500, 'NOT_FOUND': 404, 'INVALID_ARG': 400,
 
 @pytest.fixture(scope='module')
 def repo(tmp_path_factory):
-    "A copy of tests/python_models; both servers serve this path, so messages naming files compare equal."
-    root = tmp_path_factory.mktemp('pb') / 'models'
-    shutil.copytree(MODELS, root, ignore=shutil.ignore_patterns('__pycache__'))
-    return root
+    "A copy of tests/models/python_backend; both servers serve this path, so messages naming files compare equal."
+    return copy_models(tmp_path_factory.mktemp('pb') / 'models', 'python_backend')
 
 
 @pytest.fixture(scope='module')
@@ -194,7 +191,7 @@ def test_bls_decoupled_callee_raising_ends_the_iterator(server, repo):
 # ------------------------------------------------------------------------------------------------ error paths
 
 def error_cases(repo) -> dict:
-    "MODE of tests/python_models/errors -> (HTTP status, message) or the outputs, as Triton 2.51 answers."
+    "MODE of tests/models/python_backend/errors -> (HTTP status, message) or the outputs, as Triton 2.51 answers."
     size = 'Number of InferenceResponse objects do not match the number of InferenceRequest objects. InferenceRequest(s) size is:1, and InferenceResponse(s) size is:{}\n'
     fail = lambda what, line: (500, failure(repo, 'errors', what, line))
     line = lambda text_: line_of(repo, 'errors', text_)
@@ -363,12 +360,12 @@ def test_custom_metrics_reach_the_server(repo, life_log):
 # =============================================================================== the same files on real Triton
 
 @pytest.fixture(scope='module')
-def both(repo, server):
+def both(repo, server, launch_module):
     "The real Triton and triton_mini (HTTP), serving the same directory in explicit mode with every model loaded."
-    real = RealTriton(repo, '--model-control-mode=explicit', '--load-model=*', env={'LIFECYCLE_LOG': str(repo.parent / 'lifecycle_real.jsonl')})
-    mini = MiniTriton(repo, model_control_mode='explicit', load_models=['*'])
-    yield {'real': real, 'mini': mini}
-    mini.stop(); real.stop()
+    real, mini = start_together(
+        lambda: launch_module.real_triton(repo, '--model-control-mode=explicit', '--load-model=*', env={'LIFECYCLE_LOG': str(repo.parent / 'lifecycle_real.jsonl')}),
+        lambda: launch_module.mini(repo, model_control_mode='explicit', load_models=['*']))
+    return {'real': real, 'mini': mini}
 
 
 def client_infer(port, model, inputs, parameters=None, outputs=None):

@@ -4,10 +4,10 @@ signal comes finish (within --exit-timeout-secs), then the process exits 0; a se
 tritonserver 2.51, for comparison (observed): it ignores a second SIGTERM/SIGINT (it logs "Signal (15)
 received." again and keeps waiting), and after the exit timeout it exits with code 1.
 """
-import http.client, json, shutil, signal, threading, time
+import http.client, json, signal, threading, time
 from pathlib import Path
 
-from mini_process import MiniProcess, ROOT
+from triton_servers import MiniProcess, copy_models
 
 SLEEPY = '''import time
 import triton_python_backend_utils as pb_utils
@@ -33,8 +33,7 @@ output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 instance_group [ {{ kind: KIND_CPU count: {instances} }} ]
 parameters {{ key: "sleep_s" value: {{ string_value: "{sleep_s}" }} }}
 ''')
-    s = root / 'streamer'
-    shutil.copytree(ROOT / 'tests' / 'python_models' / 'streamer', s, ignore=shutil.ignore_patterns('__pycache__'))
+    s = copy_models(root, 'python_backend/streamer') / 'streamer'
     cfg = (s / 'config.pbtxt').read_text()
     (s / 'config.pbtxt').write_text(cfg + '\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n')
     return root
@@ -71,7 +70,7 @@ def wait_for(check, timeout, what):
 
 
 def test_sigterm_finishes_requests_and_streams_in_flight(tmp_path):
-    s = MiniProcess(sleepy_repo(tmp_path, sleep_s=2.0), '--exit-timeout-secs=20')
+    s = MiniProcess(sleepy_repo(tmp_path, sleep_s=2.0), '--exit-timeout-secs=20', grpc=False)
     out, threads, firsts = {}, [], []
     try:
         for i in range(4):
@@ -99,7 +98,7 @@ def test_sigterm_finishes_requests_and_streams_in_flight(tmp_path):
 
 
 def test_second_signal_exits_at_once(tmp_path):
-    s = MiniProcess(sleepy_repo(tmp_path, sleep_s=60.0, instances=1), '--exit-timeout-secs=60')
+    s = MiniProcess(sleepy_repo(tmp_path, sleep_s=60.0, instances=1), '--exit-timeout-secs=60', grpc=False)
     out = {}
     try:
         t = threading.Thread(target=infer, args=(s.http_port, 1.0, out, 'r'))

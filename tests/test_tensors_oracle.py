@@ -9,8 +9,7 @@ their HTTP statuses.
 The oracle is found via $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton; without it every test
 here is skipped with that reason.
 """
-import http.client, json, math, os, socket, struct, subprocess, time
-from pathlib import Path
+import http.client, json, math, struct
 
 import ml_dtypes
 import numpy as np
@@ -20,11 +19,10 @@ from hypothesis.extra import numpy as hnp
 
 from triton_mini.tensors import (DATATYPES, TritonError, byte_size, from_binary, from_json_data, json_dumps,
     np_dtype, to_binary, to_json_data)
+from triton_servers import oracle_or_skip
 
 pytestmark = pytest.mark.oracle
 
-ROOT = Path(__file__).resolve().parents[1]
-ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
 MODEL = 'all14'
 
 MODEL_PY = '''
@@ -49,43 +47,14 @@ def config_pbtxt():
     outs = ',\n'.join(f'  {{ name: "{w}_OUT" data_type: {d.config} dims: [ -1 ] }}' for w, d in DATATYPES.items())
     return f'name: "{MODEL}"\nbackend: "python"\nmax_batch_size: 0\ninput [\n{ins}\n]\noutput [\n{outs}\n]\n'
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-def get_status(port, path):
-    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=5)
-    try:
-        conn.request('GET', path)
-        return conn.getresponse().status
-    except OSError: return None
-    finally: conn.close()
-
 @pytest.fixture(scope='module')
-def server(tmp_path_factory):
-    if not os.access(ORACLE, os.X_OK): pytest.skip(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
+def server(tmp_path_factory, launch_module):
+    oracle_or_skip()
     repo = tmp_path_factory.mktemp('oracle_repo')
     (repo / MODEL / '1').mkdir(parents=True)
     (repo / MODEL / 'config.pbtxt').write_text(config_pbtxt())
     (repo / MODEL / '1' / 'model.py').write_text(MODEL_PY)
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
-    log = open(repo / 'triton.log', 'w')
-    proc = subprocess.Popen([ORACLE, f'--model-repository={repo}', '--http-port', str(http_port),
-                             '--grpc-port', str(grpc_port), '--metrics-port', str(metrics_port)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            cwd=repo)  # not the checkout: its triton_python_backend_utils.py would shadow Triton's
-    try:
-        deadline = time.monotonic() + 300  # the first start may build the oracle's venv
-        while get_status(http_port, f'/v2/models/{MODEL}/ready') != 200:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f'real Triton did not start:\n{(repo / "triton.log").read_text()[-3000:]}')
-            time.sleep(0.2)  # polling an external process for readiness; nothing to synchronise on
-        yield http_port
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=60)
-        log.close()
+    return launch_module.real_triton(repo, wait=f'/v2/models/{MODEL}/ready').http_port
 
 def infer(port, request, binary=None):
     "POST an infer request (+ a binary part); returns (status, JSON header dict, binary tail, raw JSON header)."

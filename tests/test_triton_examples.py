@@ -20,17 +20,17 @@ sequence clients (sequence ids 1000-1002) per server, the shm clients (OS shared
 Known failures (strict xfails, each with its cause) are in `tests/triton_examples_known_failures.txt`.
 Not run, and why: `NOT_RUN` below.
 """
-import contextlib, io, json, os, re, shutil, signal, subprocess, sys, tarfile, tempfile, threading, time
+import contextlib, io, json, os, re, shutil, subprocess, sys, tarfile, tempfile, threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from triton_servers import ORACLE, free_port, http, oracle_or_skip
+from triton_servers import MiniProcess, RealTriton, copy_models, http, model_path, oracle_or_skip
 
 HERE = Path(__file__).parent
-STANDINS = HERE / 'models' / 'triton_examples'
+STANDINS = model_path('triton_examples')
 MIRRORS = Path(os.environ.get('TRITON_MIRRORS') or '/work/.mirror')
 KNOWN_FAILURES_FILE = HERE / 'triton_examples_known_failures.txt'
 
@@ -137,8 +137,7 @@ def _need(sources, source:str) -> Path:
 def write_repository(key:str, sources:dict, dest:Path) -> Path:
     "The model repository server `key` serves, laid out in `dest`."
     if key in ('examples', 'explicit'):
-        shutil.copytree(STANDINS, dest, ignore=shutil.ignore_patterns('README.md', '__pycache__'))
-        return dest
+        return copy_models(dest, 'triton_examples')
     models, _ = PB_REPOS[key.split(':', 1)[1]]
     for name, (config, model) in models.items():
         (dest / name / '1').mkdir(parents=True)
@@ -147,42 +146,10 @@ def write_repository(key:str, sources:dict, dest:Path) -> Path:
     return dest
 
 
-class ExampleServer:
-    "triton-mini (`python -m triton_mini`) or the real tritonserver on free ports, serving one repository until stop()."
-    def __init__(self, kind:str, repo:Path, flags:tuple):
-        self.kind, self.repo, self.log_path = kind, repo, repo.parent / f'server-{kind}.log'
-        for attempt in range(3):   # a free port can be taken by someone else before the server binds it
-            self._start(flags)
-            self.up = self._wait_live(300)
-            if self.up or 'in use' not in self.log(): break
-            self.stop()
-
-    def _start(self, flags:tuple):
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-        exe = [sys.executable, '-m', 'triton_mini'] if self.kind == 'mini' else [ORACLE]
-        with open(self.log_path, 'w') as log:
-            self.proc = subprocess.Popen([*exe, f'--model-repository={self.repo}', '--http-port', str(self.http_port), '--grpc-port',
-                                          str(self.grpc_port), '--metrics-port', str(self.metrics_port), *flags],
-                                         stdout=log, stderr=subprocess.STDOUT, cwd=self.repo.parent, start_new_session=True)
-
-    def _wait_live(self, timeout:float) -> bool:
-        "Live (its endpoints answer, so startup loading is over), or False once it exits or `timeout` passes."
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if http(self.http_port, 'GET', '/v2/health/live', timeout=5)[0] == 200: return True
-            except OSError: pass
-            time.sleep(0.1)   # an external process has nothing to wait on
-        return False
-
-    def log(self) -> str: return self.log_path.read_text(errors='replace')
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try: self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError): os.killpg(self.proc.pid, signal.SIGKILL)  # stray stubs
+def ExampleServer(kind:str, repo:Path, flags:tuple):
+    "triton-mini (`python -m triton_mini`) or the real tritonserver on free ports, serving one repository until stop(); `up`: it came up (live)."
+    launcher = MiniProcess if kind == 'mini' else RealTriton
+    return launcher(repo, *flags, wait='live', timeout=300, check=False)
 
 
 def server_flags(key:str) -> tuple:

@@ -11,7 +11,7 @@
 
 The hung model waits for a file to appear (so a test can release it, in process or not), for at most 60 s.
 """
-import json, os, shutil, signal, struct, subprocess, sys, textwrap, threading, time
+import json, os, signal, struct, subprocess, sys, textwrap, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ import pytest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from triton_servers import RealTriton, free_port, http, oracle_or_skip, wait_until  # noqa: E402
+from triton_servers import MiniProcess, RealTriton, copy_models, http, oracle_or_skip, wait_until  # noqa: E402
 
 EXITS = '''
 import sys, time, os
@@ -69,7 +69,7 @@ def make_repo(root: Path, names) -> Path:
         (repo / name / '1').mkdir(parents=True)
         (repo / name / 'config.pbtxt').write_text(f'name: "{name}"\nbackend: "python"\n{cfg}{IO}')
         (repo / name / '1' / 'model.py').write_text(py)
-    shutil.copytree(HERE / 'conformance' / 'models' / 'add_sub', repo / 'add_sub', ignore=shutil.ignore_patterns('__pycache__'))
+    copy_models(repo, 'conformance/add_sub')
     return repo
 
 
@@ -77,23 +77,10 @@ def body(v, batched=False): return {'inputs': [{'name': 'X', 'datatype': 'INT32'
 ADD_SUB = {'inputs': [{'name': n, 'datatype': 'FP32', 'shape': [1, 4], 'data': [1, 2, 3, 4]} for n in ('INPUT0', 'INPUT1')]}
 
 
-class Mini:
-    "`python -m triton_mini` in a subprocess (the same interface as RealTriton for what these tests use)."
-    def __init__(self, repo, *flags):
-        self.repo, self.http_port, self.grpc_port = Path(repo), free_port(), free_port()
-        self.log_path = self.repo.parent / 'mini.log'
-        self.proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f'--http-port={self.http_port}',
-                                      f'--grpc-port={self.grpc_port}', '--allow-metrics=false', *flags],
-                                     stdout=open(self.log_path, 'w'), stderr=subprocess.STDOUT, start_new_session=True)
-        def ready():
-            assert self.proc.poll() is None, self.log()
-            try: return http(self.http_port, 'GET', '/v2/health/ready', timeout=5)[0] == 200
-            except OSError: return False
-        wait_until(ready, 120, 'triton_mini to start')
-    def log(self): return self.log_path.read_text(errors='replace')
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
+class Mini(MiniProcess):
+    "`python -m triton_mini` in a subprocess, HTTP and gRPC; `stop()` kills it (these tests judge its answers, not its exit)."
+    def __init__(self, repo, *flags): super().__init__(repo, *flags, metrics=False)
+    def stop(self, *args, **kw): return self.kill()
 
 
 def grpc_infer(port, model, v, batched=False):

@@ -29,11 +29,12 @@ runs every case alone, to check that grouping changes no verdict.
 """
 from __future__ import annotations
 
-import contextlib, dataclasses, itertools, json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.parse
+import contextlib, dataclasses, itertools, json, os, re, shutil, subprocess, sys, tempfile, time, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
-from triton_servers import ORACLE, ROOT, free_port, http
+from triton_servers import ORACLE, ROOT, MiniProcess, RealTriton, http
 
 QA = Path(os.environ.get('TRITON_QA_DIR') or ROOT.parent / 'shared' / 'triton-qa') / 'qa'
 L0 = QA / 'L0_model_config'
@@ -234,33 +235,19 @@ class Observation:
 
 
 class Server:
-    "One server process on free ports: triton-mini's CLI, or the real tritonserver (cwd outside the checkout)."
+    "One server start on free ports: triton-mini's CLI, or the real tritonserver (tests/triton_servers.py's launchers)."
     def __init__(self, kind:str, repo:Path, flags:tuple, backends:Path|None):
         self.kind, self.repo, self.flags, self.backends = kind, repo, flags, backends
 
-    def command(self) -> list:
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-        exe = [sys.executable, '-m', 'triton_mini'] if self.kind == 'mini' else [ORACLE]
-        ports = ['--http-port', str(self.http_port), '--grpc-port', str(self.grpc_port), '--metrics-port', str(self.metrics_port)]
-        extra = [f'--backend-directory={self.backends}'] if self.backends else []
-        return [*exe, f'--model-repository={self.repo}', *self.flags, *ports, *extra]
-
     def observe(self, models:list, timeout:float, grouped:bool) -> Observation:
-        "Start, wait until it is up (ready, or live when grouped) or gone, look at `models`, stop. Retries a port clash."
-        for attempt in range(3):
-            obs = self._observe_once(models, timeout, grouped)
-            if not re.search(r'already in use|Address in use|address already in use', obs.log): return obs
-        return obs
-
-    def _observe_once(self, models, timeout, grouped) -> Observation:
-        log_path = self.repo.parent / f'server-{self.kind}.log'
-        with open(log_path, 'w') as out:
-            proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, cwd=self.repo.parent,
-                                    start_new_session=True, env={**os.environ, 'PYTHONUNBUFFERED': '1'})
+        "Start, wait until it is up (ready, or live when grouped) or gone, look at `models`, stop. (The launcher retries a port clash.)"
+        extra = [f'--backend-directory={self.backends}'] if self.backends else []
+        launcher = MiniProcess if self.kind == 'mini' else partial(RealTriton, exit_timeout=None)   # exactly test.sh's flags
+        server = launcher(self.repo, *self.flags, *extra, wait='live' if grouped else 'ready', timeout=timeout, check=False)
+        self.http_port, self.grpc_port = server.http_port, server.grpc_port
         try:
-            started, note = self._wait(proc, timeout, '/v2/health/live' if grouped else '/v2/health/ready')
             ready, configs, grpc_configs = {}, {}, {}
-            if started:
+            if server.up:
                 for m in models:
                     q = urllib.parse.quote(m)
                     ready[m] = http(self.http_port, 'GET', f'/v2/models/{q}/ready')[0] == 200
@@ -268,19 +255,9 @@ class Server:
                         status, _, body = http(self.http_port, 'GET', f'/v2/models/{q}/config')
                         configs[m] = json.loads(body) if status == 200 else {'status': status, 'body': body}
                         grpc_configs[m] = self._grpc_config(m)
-        finally: self._stop(proc)
-        return Observation(log_path.read_text(errors='replace'), started, ready, configs, grpc_configs, note)
-
-    def _wait(self, proc, timeout, path) -> tuple:
-        "(True, '') once `path` answers 200; (False, why) once the process is gone or `timeout` passes (test.sh: 'not started')."
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None: return False, f'exited with {proc.returncode}'
-            try:
-                if http(self.http_port, 'GET', path, timeout=5)[0] == 200: return True, ''
-            except OSError: pass
-            time.sleep(0.1)   # an external process has nothing to wait on
-        return False, f'not up after {timeout:.0f} s'
+        finally: server.stop()
+        shutil.copy(server.log_path, self.repo.parent / f'server-{self.kind}.log')   # next to the staged repository ($TRITON_QA_KEEP)
+        return Observation(server.log(), bool(server.up), ready, configs, grpc_configs, server.note)
 
     def _grpc_config(self, model):
         "The gRPC ModelConfig (None if gRPC does not answer): compare_status.py's second chance."
@@ -295,18 +272,6 @@ class Server:
                 time.sleep(0.2)
             return None
         finally: client.close()
-
-    def _stop(self, proc):
-        "SIGTERM to the whole session (the oracle's Python stubs too, so their shared memory is released), then SIGKILL."
-        if proc.poll() is None:
-            try: os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError: pass
-            try: proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL); proc.wait()
-        else:   # stubs can outlive a server that exited on its own
-            try: os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError): pass
 
 
 # --------------------------------------------------------------------------------------------------- running cases

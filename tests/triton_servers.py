@@ -1,37 +1,93 @@
-"""Start triton_mini and the real Triton 2.51 (the oracle) side by side, for tests that compare them.
+"""The test suite's shared machinery, each piece written once: free ports, the real Triton (the oracle), the three
+ways to run a server, the tree of test models, and small HTTP helpers.
 
-Both speak HTTP on free ports; tests send the same requests to both and compare what comes back. The
-oracle is found via $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton; `oracle_or_skip()` skips
-the calling test with that reason when it is absent. The oracle always runs with its working directory
-outside the checkout (the checkout's triton_python_backend_utils.py would shadow Triton's own).
+- `free_port()`: a port nobody listens on. Another process can take it before our server binds it, so every
+  process launcher retries with fresh ports when its server reports an address in use.
+- `ORACLE` / `ORACLE_MISSING` / `oracle_or_skip()`: the real Triton 2.51 (`$TRITON_ORACLE`, else
+  `<checkout>/../shared/oracle/real-triton`) and the one reason a test skips without it.
+- `MiniTriton`: triton_mini in this process, its front ends on sockets bound to port 0 (no race; the fastest start).
+- `MiniProcess`: the `triton-mini` command (`python -m triton_mini`) in a subprocess, as a user runs it.
+- `RealTriton`: the real tritonserver in a subprocess. Its working directory is outside the checkout (else its
+  Python backend imports our `triton_python_backend_utils.py` shim) and it is stopped by process group (its Python
+  stub processes otherwise outlive it).
+  Both process launchers write the server's output to a log file in a work folder of their own; `conftest.py`
+  adds the tail of every server log to the report of a test that fails while the server runs.
+- `model_path(name)` / `copy_models(dest, *names)`: the model folders under `tests/models/`, by name
+  (`'conformance'` is a whole repository, `'conformance/add_sub'` one model in it).
+
+`conftest.py` turns the launchers into fixtures (`real_triton`, `mini_process`, `mini`, and `launch` / `launch_module`
+for module-scoped servers); scripts (`bench/`, `python tests/triton_qa.py`) import this module directly.
 """
-import http.client as httplib, json, os, signal, socket, subprocess, time
+from __future__ import annotations
+import collections, errno, http.client as httplib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / 'tests'
+MODELS = TESTS / 'models'
 ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
+ORACLE_MISSING = None if os.access(ORACLE, os.X_OK) else f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)'
+ADDRESS_IN_USE = re.compile(r'already in use|Address in use', re.I)   # triton_mini's and tritonserver's words for a taken port
 
 
 def oracle_or_skip():
-    if not os.access(ORACLE, os.X_OK): pytest.skip(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
+    "Skip the calling test (or fixture) when the real Triton is absent: the one reason every oracle test gives."
+    if ORACLE_MISSING: pytest.skip(ORACLE_MISSING)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+# ------------------------------------------------------------------------------------------------- ports
+
+_handed_out = collections.deque(maxlen=256)   # recent answers: the kernel may offer a just-released port again
 
 
-def http(port:int, method:str, path:str, body=None, timeout:float=60) -> tuple:
-    "One HTTP request: (status, content type, body text). `body` may be a dict (sent as JSON) or bytes."
+def free_port(host:str='127.0.0.1') -> int:
+    "A TCP port nobody listens on right now, not handed out recently by this process."
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.append(port)
+            return port
+
+
+def ports_taken(*ports:int, host:str='0.0.0.0') -> list:
+    "Those of `ports` a server could not bind now (on all interfaces, as `triton-mini` binds by default)."
+    taken = []
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try: s.bind((host, port))
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE: raise
+                taken.append(port)
+    return taken
+
+
+# ------------------------------------------------------------------------------------------------- HTTP helpers
+
+def http(port:int, method:str, path:str, body=None, timeout:float=60, headers=None) -> tuple:
+    "One HTTP request: (status, content type, body text). `body` may be a dict or list (sent as JSON) or bytes."
     conn = httplib.HTTPConnection('127.0.0.1', port, timeout=timeout)
     try:
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
-        conn.request(method, path, body=data)
+        conn.request(method, path, body=data, headers=headers or {})
         r = conn.getresponse()
         return r.status, r.getheader('Content-Type'), r.read().decode('utf-8', 'replace')
+    finally: conn.close()
+
+
+def request(port:int, method:str, path:str, body=b'', headers=None, timeout:float=60) -> tuple:
+    "One HTTP request on a fresh connection: (status, headers dict with lower-case names, body bytes)."
+    conn = httplib.HTTPConnection('127.0.0.1', port, timeout=timeout)
+    try:
+        if isinstance(body, (dict, list)): body = json.dumps(body).encode()
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     finally: conn.close()
 
 
@@ -43,55 +99,267 @@ def wait_until(check, timeout:float, what:str):
         time.sleep(0.1)
 
 
-class RealTriton:
-    "The real tritonserver on free ports (`http_port`, `metrics_port`); `stop()` ends it and its stubs."
-    def __init__(self, repo, *flags, env=None, ready:bool=True, log_name:str='triton.log'):
-        oracle_or_skip()
-        self.repo, self.http_port, self.grpc_port, self.metrics_port = Path(repo), free_port(), free_port(), free_port()
-        self.log_path = self.repo.parent / log_name
-        self._log = open(self.log_path, 'w')
-        args = [ORACLE, f'--model-repository={self.repo}', '--http-port', str(self.http_port), '--grpc-port', str(self.grpc_port),
-                '--metrics-port', str(self.metrics_port), '--exit-timeout-secs=3', *flags]
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=self.repo.parent, env={**os.environ, **(env or {})})
-        try: self._wait(ready)
-        except BaseException: self.stop(); raise
+# ------------------------------------------------------------------------------------------------- test models
 
-    def _wait(self, ready:bool):
-        path = '/v2/health/ready' if ready else '/v2/health/live'
-        deadline = time.monotonic() + 300   # the first start may build the oracle's venv
-        while True:
+def model_path(name:str) -> Path:
+    "tests/models/<name>: a repository (`'conformance'`) or one model of it (`'conformance/add_sub'`)."
+    path = MODELS / name
+    if not path.is_dir(): raise FileNotFoundError(f'no test model or repository {name!r} under {MODELS}')
+    return path
+
+
+def copy_models(dest, *names:str) -> Path:
+    "A model repository at `dest` with copies of the named repositories (all their models) and models."
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    skip = shutil.ignore_patterns('__pycache__', 'README.md')
+    for name in names:
+        src = model_path(name)
+        if '/' in name: shutil.copytree(src, dest / src.name, ignore=skip)
+        else: shutil.copytree(src, dest, ignore=skip, dirs_exist_ok=True)
+    return dest
+
+
+# ------------------------------------------------------------------------------------------------- server processes
+
+WORK_ROOT: Path | None = None   # conftest.py points this into pytest's temporary folder (kept for the last runs)
+LIVE: list = []                 # process servers started in this process, for conftest's failure reports
+
+
+class PortsTaken(RuntimeError):
+    "A server was asked for fixed ports (its defaults) and another process holds one of them."
+
+
+class ServerProcess:
+    """One server process in its own session, on free ports, its output in `<workdir>/server.log`.
+
+    `wait` is what "started" means: `'ready'` (GET /v2/health/ready answers 200), `'live'`, another path that must
+    answer 200, or None (return at once). With `check=False` a start that fails sets `up` to False and `note` to why
+    instead of raising. A server that reports a taken port is started again on fresh ports (twice at most), except
+    on `fixed_ports` (True: the server's defaults 8000/8001/8002; or an (http, grpc, metrics) tuple): then it raises
+    `PortsTaken`, so that a test which must use those ports can skip.
+    """
+    label = 'server'
+
+    def __init__(self, repo=None, *flags, grpc:bool=True, metrics:bool=True, fixed_ports:bool|tuple=False, env=None,
+                 wait:str|None='ready', timeout:float=120, check:bool=True, health_headers=None, cwd=None):
+        self.repo, self.flags, self.env = (Path(repo) if repo is not None else None), flags, env
+        self.serve_grpc, self.serve_metrics, self.fixed_ports, self.health_headers = grpc, metrics, fixed_ports, health_headers
+        self.workdir = work_folder(self.label)
+        self.cwd = Path(cwd) if cwd is not None else self.workdir
+        self.log_path, self.proc, self.up, self.note, self.code = self.workdir / 'server.log', None, None, '', None
+        self.started_at = self.stopped_at = None
+        for attempt in range(3):
+            self._launch()
+            if wait is None: return
+            self.up, self.note = self.wait_for(wait, timeout)
+            if self.up or not self.port_clash() or attempt == 2: break
+            self.kill()
+            if self.fixed_ports: raise PortsTaken(f'{self.label}: a port it needs is taken:\n{self.log_tail()}')
+        if not self.up and check:
+            self.stop()
+            raise RuntimeError(f'{self.label} did not start ({self.note}):\n{self.log_tail(60)}')
+
+    def argv(self) -> list: raise NotImplementedError
+
+    def port_flags(self) -> list:
+        "Fresh free ports for each service; `fixed_ports`: True for the server's defaults (no flags), or (http, grpc, metrics)."
+        if self.fixed_ports is True:
+            self.http_port, self.grpc_port, self.metrics_port = 8000, 8001, 8002
+            return []
+        if self.fixed_ports: self.http_port, self.grpc_port, self.metrics_port = self.fixed_ports
+        else: self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        ports = (('--http-port', self.http_port), ('--grpc-port', self.grpc_port), ('--metrics-port', self.metrics_port))
+        return [f'{flag}={port}' for flag, port in ports if port is not None]
+
+    def _launch(self):
+        argv = self.argv()
+        with open(self.log_path, 'w') as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd, start_new_session=True,
+                                         env={**os.environ, 'PYTHONUNBUFFERED': '1', **(self.env or {})})
+        self.started_at, self.stopped_at, self.code = time.monotonic(), None, None
+        if self not in LIVE: LIVE.append(self)
+
+    def wait_for(self, what:str='ready', timeout:float=120) -> tuple:
+        "(True, '') once `what` (ready, live or a path) answers 200; (False, why) once the process exits or time is up."
+        path = {'ready': '/v2/health/ready', 'live': '/v2/health/live'}.get(what, what)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None: return False, f'exited with {self.proc.returncode}'
             try:
-                if http(self.http_port, 'GET', path, timeout=5)[0] == 200: return
+                if http(self.http_port, 'GET', path, timeout=5, headers=self.health_headers)[0] == 200: return True, ''
             except OSError: pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f'real Triton did not start:\n{self.log()[-3000:]}')
-            time.sleep(0.2)   # waiting for an external process to come up
+            time.sleep(0.1)   # an external process has nothing to wait on
+        return False, f'{path} did not answer 200 within {timeout:.0f} s'
 
-    def log(self) -> str: return self.log_path.read_text(errors='replace')
+    def port_clash(self) -> bool: return bool(ADDRESS_IN_USE.search(self.log()))
 
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try: self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
-        self._log.close()
+    def log(self) -> str: return self.log_path.read_text(errors='replace') if self.log_path.exists() else ''
 
+    @property
+    def lines(self) -> list: return self.log().splitlines()
+
+    @property
+    def output(self) -> str: return '\n'.join(self.lines)
+
+    def log_tail(self, n:int=30) -> str: return '\n'.join(self.lines[-n:])
+
+    def request(self, method, path, body=b'', headers=None, timeout=60):
+        "One HTTP request to this server: (status, headers, body bytes)."
+        return request(self.http_port, method, path, body, headers, timeout)
+
+    def send_signal(self, sig=signal.SIGTERM): self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout:float=60) -> int:
+        "Signal the whole session (the server and any stubs), wait, then SIGKILL what is left; the exit code."
+        if self.proc is None: return None
+        if self.stopped_at is None and self.proc.poll() is None:
+            _killpg(self.proc.pid, sig)
+            try: self.proc.wait(timeout)
+            except subprocess.TimeoutExpired: pass
+        return self.kill()
+
+    def kill(self) -> int:
+        "End the process group now (stray stubs of an exited server too); the exit code."
+        if self.stopped_at is None:   # once only: after that the group id may belong to someone else
+            _killpg(self.proc.pid, signal.SIGKILL)
+            self.code = self.proc.wait()
+            self.stopped_at = time.monotonic()
+        return self.code
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.stop()
+
+
+def _killpg(pid, sig):
+    try: os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError): pass
+
+
+def work_folder(label:str) -> Path:
+    "A fresh folder outside the checkout for one server's working directory and log."
+    base = WORK_ROOT if WORK_ROOT is not None and ROOT not in Path(WORK_ROOT).resolve().parents else None
+    return Path(tempfile.mkdtemp(prefix=f'{label}-', dir=base))
+
+
+class MiniProcess(ServerProcess):
+    """`python -m triton_mini` (the `triton-mini` command) on `repo` with `flags`: a real process, for its memory,
+    file descriptors, threads (psutil), signals, exit code and log. No repo: the bundled example repository."""
+    label = 'triton-mini'
+
+    def argv(self) -> list:
+        ports = self.port_flags()
+        if not self.serve_grpc: ports = [p for p in ports if not p.startswith('--grpc-port')] + ['--allow-grpc=false']
+        if not self.serve_metrics: ports = [p for p in ports if not p.startswith('--metrics-port')] + ['--allow-metrics=false']
+        repo = [f'--model-repository={self.repo}'] if self.repo is not None else []
+        return [sys.executable, '-m', 'triton_mini', *repo, *ports, *self.flags]
+
+    @property
+    def ps(self):
+        import psutil
+        return psutil.Process(self.proc.pid)
+
+    def rss(self) -> int: return self.ps.memory_info().rss
+    def fds(self) -> int: return self.ps.num_fds()
+    def threads(self) -> int: return self.ps.num_threads()
+
+
+class RealTriton(ServerProcess):
+    "The real tritonserver 2.51 on `repo` with `flags` (skips the calling test when it is absent)."
+    label = 'real-triton'
+
+    def __init__(self, repo, *flags, timeout:float=300, exit_timeout:int|None=3, **kw):   # the first start may build the oracle's venv
+        oracle_or_skip()
+        self.exit_timeout = exit_timeout   # tritonserver's default is 30 s; None: pass no --exit-timeout-secs
+        super().__init__(repo, *flags, timeout=timeout, **kw)
+
+    def argv(self) -> list:
+        exit_timeout = [] if self.exit_timeout is None else [f'--exit-timeout-secs={self.exit_timeout}']
+        return [ORACLE, f'--model-repository={self.repo}', *self.port_flags(), *exit_timeout, *self.flags]
+
+
+def start_together(*starts):
+    "Call each zero-argument `start` in its own thread (servers come up in parallel); their results, in order."
+    with ThreadPoolExecutor(len(starts)) as pool:
+        futures = [pool.submit(s) for s in starts]
+        results, error = [], None
+        for f in futures:
+            try: results.append(f.result())
+            except BaseException as e: results.append(None); error = error or e
+    if error is not None:
+        for s in results:
+            if s is not None: s.stop()
+        raise error
+    return results
+
+
+# ------------------------------------------------------------------------------------------------- triton_mini in process
 
 class MiniTriton:
-    "triton_mini in this process, over HTTP (and metrics), with the same interface as RealTriton."
-    def __init__(self, repo, **server_kw):
+    """triton_mini in this process: a started TritonServer and the front ends asked for (HTTP and metrics by default,
+    gRPC with `grpc=True`), each on a socket bound to port 0. `http_options` go to the HTTP front end."""
+    def __init__(self, repo, *, http:bool=True, metrics:bool=True, grpc:bool=False, http_options:dict|None=None,
+                 exit_timeout_secs:float=3, **server_kw):
         from triton_mini.server import TritonServer
         from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
         from triton_mini.metrics import MetricsCollector
         self.repo = Path(repo)
         self.server = TritonServer(self.repo, **server_kw)
         self.failures = self.server.start()
-        self.service = HTTPService({HTTPFrontend(self.server): bind_socket('127.0.0.1', 0),
-                                    MetricsCollector(self.server): bind_socket('127.0.0.1', 0)}, exit_timeout_secs=3).start()
-        self.http_port, self.metrics_port = self.service.ports
+        self.service = self.grpc_service = None
+        self.http_port = self.metrics_port = self.grpc_port = None
+        try:
+            apps = {}
+            if http: apps[HTTPFrontend(self.server, **(http_options or {}))] = bind_socket('127.0.0.1', 0)
+            if metrics: apps[MetricsCollector(self.server)] = bind_socket('127.0.0.1', 0)
+            if apps:
+                self.service = HTTPService(apps, exit_timeout_secs=exit_timeout_secs).start()
+                ports = iter(self.service.ports)
+                if http: self.http_port = next(ports)
+                if metrics: self.metrics_port = next(ports)
+            if grpc:
+                from triton_mini.grpc_server import GRPCService
+                self.grpc_service = GRPCService(self.server).start()
+                self.grpc_port = self.grpc_service.port
+        except BaseException:
+            self.stop(); raise
+
+    def request(self, method, path, body=b'', headers=None, timeout=60):
+        return request(self.http_port, method, path, body, headers, timeout)
 
     def stop(self):
-        self.service.stop()
-        self.server.stop()
+        if self.grpc_service is not None: self.grpc_service.stop(); self.grpc_service = None
+        if self.service is not None: self.service.stop(); self.service = None
+        if self.server is not None: self.server.stop(); self.server = None
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.stop()
+
+
+# ------------------------------------------------------------------------------------------------- launchers as factories
+
+class Launcher:
+    "Starts servers and stops every one of them (last started, first stopped) when its owner is done: conftest's fixtures."
+    def __init__(self): self.started = []
+
+    def _keep(self, server):
+        self.started.append(server)
+        return server
+
+    def real_triton(self, repo, *flags, **kw) -> RealTriton: return self._keep(RealTriton(repo, *flags, **kw))
+    def mini_process(self, repo=None, *flags, **kw) -> MiniProcess: return self._keep(MiniProcess(repo, *flags, **kw))
+    def mini(self, repo, **kw) -> MiniTriton: return self._keep(MiniTriton(repo, **kw))
+
+    def close(self):
+        "Stop the processes all at once (each waits for its own exit), then the in-process servers, last first."
+        started, self.started = self.started[::-1], []
+        processes = [s for s in started if isinstance(s, ServerProcess)]
+        if processes:
+            with ThreadPoolExecutor(len(processes)) as pool: list(pool.map(_stop_quietly, processes))
+        for s in started:
+            if not isinstance(s, ServerProcess): _stop_quietly(s)
+
+
+def _stop_quietly(server):
+    try: server.stop()
+    except Exception as e: print(f'stopping {server!r} failed: {e!r}', file=sys.stderr)

@@ -1,7 +1,7 @@
 """The conformance catalogue: every request tests/test_conformance.py sends to real Triton and to triton-mini.
 
 One `Case` per row: an id, the HTTP method and path, the body and headers, which server pair serves it
-(`none`: tests/conformance/models in model-control-mode none; `explicit`: tests/conformance/models_explicit in
+(`none`: tests/models/conformance in model-control-mode none; `explicit`: tests/models/conformance_explicit in
 explicit mode), and how to compare the two answers. Cases run in the order listed and both servers get the
 same requests in the same order, so cases that depend on earlier ones (statistics, metrics, load/unload)
 compare like with like. No case holds an expected answer: real Triton's answer is the expectation.

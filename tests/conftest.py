@@ -1,0 +1,76 @@
+"""Fixtures every test module shares; the machinery behind them is tests/triton_servers.py (importable by scripts too).
+
+- `oracle`: the real Triton's path, or the test skips with the one reason every oracle test gives.
+- `real_triton(repo, *flags, **kw)`, `mini_process(repo, *flags, **kw)`, `mini(repo, **kw)`: factories that start the
+  real tritonserver, the `triton-mini` command, or triton_mini in process, on free ports; whatever a test started is
+  stopped when it ends. `launch` is the same three as methods; `launch_module` keeps its servers for the whole module
+  (for a module-scoped fixture: one server start shared by the module's tests).
+- The folders of tests/models are used by name through `triton_servers.copy_models` / `model_path`.
+- A test that fails while a server process runs gets the tail of that server's log in its report.
+"""
+import sys, time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # test modules and scripts import the helpers as top-level modules
+import triton_servers as ts  # noqa: E402
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _server_work_root(tmp_path_factory):
+    "Server logs and working folders under pytest's temporary folder (outside the checkout; the last runs are kept)."
+    ts.WORK_ROOT = tmp_path_factory.mktemp('servers')
+    yield
+    ts.WORK_ROOT = None
+
+
+@pytest.fixture(scope='session')
+def oracle() -> str:
+    ts.oracle_or_skip()
+    return ts.ORACLE
+
+
+@pytest.fixture
+def launch():
+    launcher = ts.Launcher()
+    yield launcher
+    launcher.close()
+
+
+@pytest.fixture(scope='module')
+def launch_module():
+    launcher = ts.Launcher()
+    yield launcher
+    launcher.close()
+
+
+@pytest.fixture
+def real_triton(launch): return launch.real_triton
+
+
+@pytest.fixture
+def mini_process(launch): return launch.mini_process
+
+
+@pytest.fixture
+def mini(launch): return launch.mini
+
+
+# ------------------------------------------------------------------------------------------------- failure reports
+
+def pytest_runtest_setup(item):
+    item._server_window_start = time.monotonic()
+    ts.LIVE[:] = [s for s in ts.LIVE if s.stopped_at is None or s.stopped_at >= item._server_window_start - 600]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    "On failure: the last lines of every server process that ran during the test (they are often the explanation)."
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed: return
+    start = getattr(item, '_server_window_start', 0)
+    for s in ts.LIVE:
+        if s.started_at is not None and (s.stopped_at is None or s.stopped_at >= start):
+            report.sections.append((f'{s.label} log ({s.workdir / "server.log"})', s.log_tail(40)))
