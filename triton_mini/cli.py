@@ -19,9 +19,10 @@ from .metrics import MetricsCollector
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits', 'build_parser', 'grpc_options',
-           'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table', 'example_repository',
-           'serve_apps', 'start_server', 'main', 'serve', 'free_port', 'wait_for_http']
+__all__ = ['log', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits', 'build_parser',
+           'grpc_options', 'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
+           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
+           'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -225,6 +226,28 @@ def example_repository() -> Path:
     here = Path(triton_mini.__file__).parent
     return here / 'examples' if (here / 'examples').is_dir() else here.parent / 'model_repository'
 
+# %% ../nbs/10_cli.ipynb #427d4d4e
+# Bundled models whose model.py needs an optional package: model -> (module it imports, what to pip install).
+EXAMPLE_EXTRAS = {'qwen_gguf': ('llama_cpp', 'llama-cpp-python'), 'qwen_gguf_stream': ('llama_cpp', 'llama-cpp-python')}
+
+def _import_error(module:str) -> str | None:
+    "None when `module` imports, else the ImportError's text."
+    import importlib
+    try: importlib.import_module(module)
+    except ImportError as e: return str(e)
+    return None
+
+def bundled_run(args, import_error=_import_error) -> tuple:
+    "(args, warning): for the default run of the bundled repository, leave out models whose extra is missing."
+    if args.model_repository or args.model_control_mode != 'none' or args.load_model: return args, None
+    missing = {m: (module, pip, err) for m, (module, pip) in EXAMPLE_EXTRAS.items() if (err := import_error(module))}
+    if not missing: return args, None
+    keep = sorted(p.name for p in example_repository().iterdir() if (p / 'config.pbtxt').is_file() and p.name not in missing)
+    flags = ' '.join(['--model-control-mode=explicit'] + [f'--load-model={m}' for m in keep])
+    why = '; '.join(sorted({f'{err} (pip install {pip})' for module, pip, err in missing.values()}))
+    warning = f"not loading {', '.join(missing)}: {why}. Serving the other bundled models, as {flags} would"
+    return argparse.Namespace(**{**vars(args), 'model_control_mode': 'explicit', 'load_model': keep}), warning
+
 # %% ../nbs/10_cli.ipynb #9f2efe2c
 async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None, grpc:dict|None=None,
                      limits:dict|None=None) -> int:
@@ -262,6 +285,8 @@ def _exit_now(sig):
 # %% ../nbs/10_cli.ipynb #29a92286
 def start_server(args) -> tuple:
     "Create and start the TritonServer the flags describe; returns (server, failures)."
+    args, warning = bundled_run(args)
+    if warning: log.warning(warning)
     repos = args.model_repository or [str(example_repository())]
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,

@@ -1,0 +1,103 @@
+"""README.md as a newcomer reads it: its Python snippets run, in order, and need nothing beyond the install the
+README names (`pip install .`: the base requirements); its notebook table and layer picture are what the files
+say today (tools/notebook_index.py), so a renamed notebook or a new module shows up here until index.ipynb is
+re-run; its marked commands are there for CI and tools/first_run.py."""
+import ast, importlib.metadata as md, json, re, subprocess, sys
+from configparser import ConfigParser
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'tools'))
+from build_readme import readme_markdown
+from notebook_index import layer_picture, notebooks, notebooks_table, unplaced_modules
+from readme_command import readme_command
+
+README = (ROOT / 'README.md').read_text()
+# Imported where present, never required: uvicorn's optional event loop, HTTP parser and WebSocket libraries
+# (issue 17: "uvloop and httptools are used where present").
+OPTIONAL = {'uvloop', 'httptools', 'wsproto', 'websockets'}
+
+
+def snippets() -> list:
+    return re.findall(r'^```python\n(.*?)^```', README, re.S | re.M)
+
+
+def base_requirements() -> list:
+    cfg = ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini')
+    return cfg['DEFAULT']['requirements'].split()
+
+
+def closure(requirements:list) -> set:
+    "Canonical names of every distribution that installing `requirements` brings in (extras and markers followed)."
+    extras, todo = {}, [Requirement(r) for r in requirements]
+    while todo:
+        r = todo.pop()
+        name, new = canonicalize_name(r.name), set(r.extras)
+        if name in extras and new <= extras[name]: continue
+        extras.setdefault(name, set()).update(new)
+        try: requires = md.requires(r.name) or []
+        except md.PackageNotFoundError: continue
+        for dep in map(Requirement, requires):
+            if dep.marker is None or any(dep.marker.evaluate({'extra': e}) for e in extras[name] | {''}): todo.append(dep)
+    return set(extras)
+
+
+# Runs the snippets one after another in one interpreter, then lists the third-party top-level modules imported.
+RUNNER = r'''
+import json, sys, sysconfig
+stdlib = sysconfig.get_paths()['stdlib']
+for code in json.loads(sys.stdin.read()): exec(compile(code, '<README snippet>', 'exec'), globals())
+mods = {name.split('.')[0] for name, m in list(sys.modules.items()) if m is not None and getattr(m, '__file__', None)
+        and 'site-packages' in m.__file__}
+print('MODULES', json.dumps(sorted(mods)))
+'''
+
+
+def test_snippets_run_with_only_the_base_install(tmp_path):
+    code = snippets()
+    assert len(code) >= 4 and any('tritonclient.http' in c for c in code)
+    r = subprocess.run([sys.executable, '-c', RUNNER], input=json.dumps(code), capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    modules = json.loads(r.stdout.rsplit('MODULES', 1)[1])
+    dists = md.packages_distributions()
+    allowed = closure(base_requirements()) | {'triton-mini'}
+    # (names starting with '_' are import hooks of the installation itself: setuptools' and editable installs')
+    needed = {m: {canonicalize_name(d) for d in dists.get(m, [m])} for m in modules if m not in OPTIONAL and not m.startswith('_')}
+    outside = {m: d for m, d in needed.items() if not d & allowed and m not in ('triton_mini', 'triton_python_backend_utils')}
+    assert not outside, f'README snippets import modules that `pip install .` does not bring: {outside}'
+
+
+def test_snippets_are_valid_python():
+    for code in snippets(): ast.parse(code)
+
+
+def test_notebook_table_is_current():
+    assert readme_markdown(notebooks_table()) in README, 're-run nbs/index.ipynb (tools/nb.py run index), then tools/build_readme.py'
+    for n in notebooks(): assert f'(nbs/{n["stem"]}.ipynb)' in README
+
+
+def index_layers() -> list:
+    "The LAYERS list as written in nbs/index.ipynb's layer cell."
+    import nbformat
+    cell = next(c for c in nbformat.read(ROOT / 'nbs' / 'index.ipynb', as_version=4).cells if 'LAYERS = [' in c.source)
+    tree = ast.parse(cell.source)
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == 'LAYERS')
+    return ast.literal_eval(node.value)
+
+
+def test_layer_picture_matches_the_modules():
+    layers = index_layers()
+    assert unplaced_modules(layers, ROOT / 'triton_mini') == ([], [])
+    assert layer_picture(layers) in README
+    assert [name for name, _, _ in layers][-1] == 'core' and layers[0][0] == 'command line'
+
+
+def test_marked_commands():
+    assert readme_command('serve') == 'pip install . && triton-mini'      # the first run: no compiler needed
+    assert 'pip install -v ".[llm]"' in readme_command('llm')               # the llama.cpp build shows its progress
+    assert readme_command('test').startswith('pip install -e ".[dev')
+    assert 'nbdev_test --flags slow' in README
