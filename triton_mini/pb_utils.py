@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 
+from .errors import VERBOSE   # the core's verbose level (5), which `--log-verbose` turns on
 from .tensors import (TritonError as CoreError, serialize_byte_tensor as _serialize,
                                  deserialize_bytes_tensor as _deserialize)
 from .backend import InferenceRequest as CoreRequest, InferenceResponse as CoreResponse
@@ -20,12 +21,12 @@ from .model_repository import check_model_name
 __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_REQUEST_FLAG_SEQUENCE_START',
            'TRITONSERVER_REQUEST_FLAG_SEQUENCE_END', 'TRITONSERVER_RESPONSE_COMPLETE_FINAL',
            'TRITONSERVER_REQUEST_RELEASE_ALL', 'TRITONSERVER_REQUEST_RELEASE_RESCHEDULE', 'TRITONSERVER_MEMORY_GPU',
-           'TRITONSERVER_MEMORY_CPU', 'VERBOSE', 'TritonError', 'TritonModelException', 'Tensor',
-           'triton_string_to_numpy', 'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor',
-           'get_model_dir', 'MemoryType', 'PreferredMemory', 'InferenceRequest', 'get_input_tensor_by_name',
-           'get_output_tensor_by_name', 'get_input_config_by_name', 'get_output_config_by_name',
-           'using_decoupled_model_transaction_policy', 'InferenceResponse', 'InferenceResponseSender', 'is_model_ready',
-           'load_model', 'unload_model', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
+           'TRITONSERVER_MEMORY_CPU', 'TritonError', 'TritonModelException', 'Tensor', 'triton_string_to_numpy',
+           'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor', 'get_model_dir', 'MemoryType',
+           'PreferredMemory', 'InferenceRequest', 'get_input_tensor_by_name', 'get_output_tensor_by_name',
+           'get_input_config_by_name', 'get_output_config_by_name', 'using_decoupled_model_transaction_policy',
+           'InferenceResponse', 'InferenceResponseSender', 'is_model_ready', 'load_model', 'unload_model', 'LogLevel',
+           'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
 
 # %% ../nbs/04_pb_utils.ipynb #cc910b83
 def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None) -> TypeError:
@@ -449,8 +450,6 @@ def unload_model(model_name:str, unload_dependents:bool=False):
 
 # %% ../nbs/04_pb_utils.ipynb #e9ed35c1
 _model_logger = logging.getLogger('triton_mini.model')
-VERBOSE = 5
-logging.addLevelName(VERBOSE, 'VERBOSE')
 
 class LogLevel(IntEnum):
     INFO = 0; WARNING = 1; ERROR = 2; VERBOSE = 3
