@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 
 from .model_config import ModelConfig
 from .tensors import TritonError
@@ -141,14 +142,15 @@ def _unknown_backend(name):
     return TritonError(f"unable to find backend library for backend '{name}', try specifying runtime "
                        "on the model configuration.", 'INVALID_ARG')
 
-def _get(self:BackendRegistry, name:str) -> Backend:
+@patch
+def get(self:BackendRegistry, name:str) -> Backend:
     "The backend called `name`, or Triton's error for a backend library it cannot find."
     if name not in self._backends: raise _unknown_backend(name)
     return self._backends[name]
-BackendRegistry.get = _get
 
 # %% ../nbs/03_backend.ipynb #bbcbb309
-def _backend_name_for(self:BackendRegistry, config:ModelConfig, model_dir:Path) -> str:
+@patch
+def backend_name_for(self:BackendRegistry, config:ModelConfig, model_dir:Path) -> str:
     "The backend name for `config`: its `backend`, its `platform`, or the model file on disk."
     if config.backend: return config.backend
     if config.platform: return _PLATFORM_BACKENDS.get(config.platform, config.platform)
@@ -159,7 +161,6 @@ def _backend_name_for(self:BackendRegistry, config:ModelConfig, model_dir:Path) 
     raise TritonError(f"Invalid model name: Could not determine backend for model '{config.name}' with no "
                       "backend in model configuration. Expected model name of the form 'model.<backend_name>'.",
                       'INVALID_ARG')
-BackendRegistry.backend_name_for = _backend_name_for
 
 # %% ../nbs/03_backend.ipynb #47d45fa0
 def _outputs_for(req:InferenceRequest, config:ModelConfig, arrays:list) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import triton_mini
 from .tensors import TritonError
-from .pb_utils import VERBOSE
+from .errors import VERBOSE
 from .server import TritonServer
 from .http_server import HTTPFrontend, HTTPLimits, RESTRICTED_API_GROUPS, bind_socket, _uvicorn_config, default_max_connections
 from .metrics import MetricsCollector

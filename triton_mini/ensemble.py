@@ -6,6 +6,7 @@
 from __future__ import annotations
 import threading, time
 from dataclasses import dataclass
+from fastcore.basics import patch
 
 from .tensors import TritonError
 from .model_config import ModelConfig
@@ -127,6 +128,7 @@ class _EnsembleRun:
         return ready
 
 # %% ../nbs/06_ensemble.ipynb #f6431ca7
+@patch
 def _dispatch(self:_EnsembleRun, steps:list):
     "Submit each step as a request to its composing model."
     for i in steps:
@@ -137,8 +139,8 @@ def _dispatch(self:_EnsembleRun, steps:list):
                                response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
         try: self.sched.submit(sub)
         except TritonError as e: self._on_step(i, InferenceResponse(error=e), True)
-_EnsembleRun._dispatch = _dispatch
 
+@patch
 def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
     "A step answered: add its outputs to the pool and dispatch what became runnable, or fail the request."
     with self.lock:
@@ -155,9 +157,9 @@ def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
         done = not ready and self.running == 0
     if ready: self._dispatch(ready)
     elif done: self._complete()
-_EnsembleRun._on_step = _on_step
 
 # %% ../nbs/06_ensemble.ipynb #3caf278d
+@patch
 def _complete(self:_EnsembleRun):
     wanted = self.sched.outputs if self.req.requested_outputs is None else self.req.requested_outputs
     if any(t not in self.pool for t in wanted):
@@ -165,8 +167,8 @@ def _complete(self:_EnsembleRun):
             f"in ensemble '{self.sched.config.name}', [request id: {self.req.id or '<id_unknown>'}] unexpected deadlock, "
             "at least one output is not set while no more ensemble steps can be made", 'INVALID_ARG')))
     self._finish(InferenceResponse({t: self.pool[t] for t in self.produced if t in wanted}))
-_EnsembleRun._complete = _complete
 
+@patch
 def _finish(self:_EnsembleRun, resp:InferenceResponse):
     "Count the request as Triton does for ensembles, then answer."
     ok = resp.error is None
@@ -174,7 +176,6 @@ def _finish(self:_EnsembleRun, resp:InferenceResponse):
     else: self.req.queue_end_ns = 0
     self.sched.stats.record_request(self.req, ok, self.sched.clock(), 'OTHER')
     self.req.send(resp, True)
-_EnsembleRun._finish = _finish
 
 # %% ../nbs/06_ensemble.ipynb #f431f4db
 class EnsembleScheduler:

@@ -15,6 +15,7 @@ import uvloop
 from pathlib import Path
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc, model_config_pb2
+from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, format_shape, np_dtype, wire_from_numpy,
                                  from_binary, to_binary, serialize_byte_tensor)
@@ -64,7 +65,8 @@ class UnexpectedErrors:
     def __repr__(self): return f'UnexpectedErrors({sum(k[0] for k in self.kinds.values())} in {len(self.kinds)} kinds)'
 
 # %% ../nbs/08a_grpc.ipynb #b149db5d
-def _internal(self:UnexpectedErrors, where:str, e:BaseException) -> TritonError:
+@patch
+def internal(self:UnexpectedErrors, where:str, e:BaseException) -> TritonError:
     "Log `e` (rate limited); returns the INTERNAL error the client gets."
     kind, now = (where, type(e).__name__), self.clock()
     with self._lock:
@@ -76,7 +78,6 @@ def _internal(self:UnexpectedErrors, where:str, e:BaseException) -> TritonError:
     elif due: self.log.error(f'{where}: unexpected {kind[1]} {repeats} more time(s) in the last {self.interval:g} s, answered INTERNAL')
     _forget(e)
     return TritonError(INTERNAL_MESSAGE, 'INTERNAL')
-UnexpectedErrors.internal = _internal
 
 # %% ../nbs/08a_grpc.ipynb #0a22ba67
 UNPARSABLE = type('Unparsable', (), {'__repr__': lambda self: 'UNPARSABLE'})()
@@ -276,57 +277,62 @@ class GRPCFrontend(pb_grpc.GRPCInferenceServiceServicer):
     def __repr__(self): return f'GRPCFrontend({self.server!r})'
 
 # %% ../nbs/08a_grpc.ipynb #1921bae4
-def _restriction_status(self:GRPCFrontend, group:str, context) -> tuple | None:
+@patch
+def restriction_status(self:GRPCFrontend, group:str, context) -> tuple | None:
     "None when a call of protocol `group` may proceed; else Triton's UNAVAILABLE status for a missing or wrong header."
     if group not in self.restricted: return None
     header, value = self.restricted[group]
     sent = next((v for k, v in context.invocation_metadata() or () if k == header), None)   # the first value, as in Triton
     return None if sent == value else (grpc.StatusCode.UNAVAILABLE, f"This protocol is restricted, expecting header '{header}'")
-GRPCFrontend.restriction_status = _restriction_status
 
-def _forwarded_headers(self:GRPCFrontend, context) -> dict | None:
+@patch
+def forwarded_headers(self:GRPCFrontend, context) -> dict | None:
     "The call's metadata whose keys match the header-forward pattern, as string parameters."
     if self.forward is None: return None
     return {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str) and self.forward.search(k)}
-GRPCFrontend.forwarded_headers = _forwarded_headers
 
 # %% ../nbs/08a_grpc.ipynb #e8e72771
 def _message(d:dict, message):
     "A protobuf message from Triton's JSON (unknown fields are errors)."
     return json_format.ParseDict(d, message, ignore_unknown_fields=False)
 
+@patch
 @rpc('health')
-async def _server_live(self:GRPCFrontend, request, context): return pb.ServerLiveResponse(live=self.server.is_live())
+async def ServerLive(self:GRPCFrontend, request, context): return pb.ServerLiveResponse(live=self.server.is_live())
+@patch
 @rpc('health')
-async def _server_ready(self:GRPCFrontend, request, context): return pb.ServerReadyResponse(ready=self.server.is_ready())
+async def ServerReady(self:GRPCFrontend, request, context): return pb.ServerReadyResponse(ready=self.server.is_ready())
+@patch
 @rpc('health')
-async def _model_ready(self:GRPCFrontend, request, context):
+async def ModelReady(self:GRPCFrontend, request, context):
     return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, parse_version(request.version)))
-GRPCFrontend.ServerLive, GRPCFrontend.ServerReady, GRPCFrontend.ModelReady = _server_live, _server_ready, _model_ready
 
 # %% ../nbs/08a_grpc.ipynb #4bc2ee10
+@patch
 @rpc('metadata')
-async def _server_metadata(self:GRPCFrontend, request, context):
+async def ServerMetadata(self:GRPCFrontend, request, context):
     return _message(self.server.server_metadata(), pb.ServerMetadataResponse())
+@patch
 @rpc('metadata')
-async def _model_metadata(self:GRPCFrontend, request, context):
+async def ModelMetadata(self:GRPCFrontend, request, context):
     return _message(self.server.model_metadata(request.name, parse_version(request.version)), pb.ModelMetadataResponse())
+@patch
 @rpc('model-config')
-async def _model_config(self:GRPCFrontend, request, context):
+async def ModelConfig(self:GRPCFrontend, request, context):
     cfg = self.server.model_config(request.name, parse_version(request.version))
     return pb.ModelConfigResponse(config=_message(json.loads(cfg.to_json()), model_config_pb2.ModelConfig()))
-GRPCFrontend.ServerMetadata, GRPCFrontend.ModelMetadata, GRPCFrontend.ModelConfig = _server_metadata, _model_metadata, _model_config
 
 # %% ../nbs/08a_grpc.ipynb #fc399233
+@patch
 @rpc('statistics')
-async def _model_statistics(self:GRPCFrontend, request, context):
+async def ModelStatistics(self:GRPCFrontend, request, context):
     stats = self.server.statistics(request.name or None, parse_version(request.version))
     return _message(stats, pb.ModelStatisticsResponse())
+@patch
 @rpc('model-repository')
-async def _repository_index(self:GRPCFrontend, request, context):
+async def RepositoryIndex(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     return _message({'models': self.server.repository_index(ready=request.ready)}, pb.RepositoryIndexResponse())
-GRPCFrontend.ModelStatistics, GRPCFrontend.RepositoryIndex = _model_statistics, _repository_index
 
 # %% ../nbs/08a_grpc.ipynb #6ff094de
 def _load_parameters(params) -> tuple:
@@ -344,24 +350,24 @@ def _load_parameters(params) -> tuple:
     return config, files or None
 
 # %% ../nbs/08a_grpc.ipynb #db7aacd6
+@patch
 @rpc('model-repository')
-async def _repository_model_load(self:GRPCFrontend, request, context):
+async def RepositoryModelLoad(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     config, files = _load_parameters(request.parameters)
     await asyncio.to_thread(self.server.load_model, request.model_name, config=config, files=files)
     return pb.RepositoryModelLoadResponse()
-GRPCFrontend.RepositoryModelLoad = _repository_model_load
 
 # %% ../nbs/08a_grpc.ipynb #f783560a
+@patch
 @rpc('model-repository')
-async def _repository_model_unload(self:GRPCFrontend, request, context):
+async def RepositoryModelUnload(self:GRPCFrontend, request, context):
     if request.repository_name: raise TritonError("'repository_name' specification is not supported", 'UNSUPPORTED')
     p = request.parameters.get('unload_dependents')
     if p is not None and p.WhichOneof('parameter_choice') != 'bool_param':
         raise TritonError("invalid value type for 'unload_dependents' parameter, expected bool_param.")
     await asyncio.to_thread(self.server.unload_model, request.model_name, unload_dependents=p is not None and p.bool_param)
     return pb.RepositoryModelUnloadResponse()
-GRPCFrontend.RepositoryModelUnload = _repository_model_unload
 
 # %% ../nbs/08a_grpc.ipynb #98acabc5
 _LOG_SETTINGS = [('log_info', 'bool_param', 'boolean'), ('log_warning', 'bool_param', 'boolean'), ('log_error', 'bool_param', 'boolean'),
@@ -379,8 +385,9 @@ def _update_log_settings(settings:dict, request):
         settings[key] = value
 
 # %% ../nbs/08a_grpc.ipynb #7fe72357
+@patch
 @rpc('logging')
-async def _log_settings(self:GRPCFrontend, request, context):
+async def LogSettings(self:GRPCFrontend, request, context):
     if request.settings:
         try: _update_log_settings(self.log_settings, request)
         finally: apply_log_settings(self.log_settings)
@@ -389,43 +396,48 @@ async def _log_settings(self:GRPCFrontend, request, context):
         kind = 'uint32_param' if key == 'log_verbose_level' else 'bool_param' if isinstance(value, bool) else 'string_param'
         setattr(out.settings[key], kind, value)
     return out
-GRPCFrontend.LogSettings = _log_settings
 
 # %% ../nbs/08a_grpc.ipynb #f92c9ac8
 _TRACE_DEFAULTS = {'trace_level': 'OFF', 'trace_rate': '1000', 'trace_count': '-1', 'log_frequency': '0', 'trace_file': '', 'trace_mode': 'triton'}
 
+@patch
 @rpc('trace')
-async def _trace_setting(self:GRPCFrontend, request, context):
+async def TraceSetting(self:GRPCFrontend, request, context):
     if request.model_name and not self.server.model_ready(request.model_name):
         raise TritonError(f'Request for unknown model : {request.model_name}')
     if request.settings: raise TritonError('trace is not supported by triton_mini', 'UNSUPPORTED')
     out = pb.TraceSettingResponse()
     for key, value in _TRACE_DEFAULTS.items(): out.settings[key].value.append(value)
     return out
-GRPCFrontend.TraceSetting = _trace_setting
 
 # %% ../nbs/08a_grpc.ipynb #eb08390f
 _NO_SHM = 'shared memory is not supported by triton_mini'
 
-def _shm_status(kind:str, response_type):
-    @rpc('shared-memory')
-    async def status(self:GRPCFrontend, request, context):
-        if request.name: raise TritonError(f"Unable to find {kind} shared memory region: '{request.name}'", 'NOT_FOUND')
-        return response_type()
-    return status
-def _shm_unregister(response_type):
-    @rpc('shared-memory')
-    async def unregister(self:GRPCFrontend, request, context): return response_type()   # nothing is ever registered
-    return unregister
+def _shm_status(request, kind:str, response_type):
+    "No region is ever registered: a named one is not found, the list of all is empty."
+    if request.name: raise TritonError(f"Unable to find {kind} shared memory region: '{request.name}'", 'NOT_FOUND')
+    return response_type()
 
+@patch
 @rpc('shared-memory')
-async def _shm_register(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
-
-GRPCFrontend.SystemSharedMemoryStatus = _shm_status('system', pb.SystemSharedMemoryStatusResponse)
-GRPCFrontend.CudaSharedMemoryStatus = _shm_status('cuda', pb.CudaSharedMemoryStatusResponse)
-GRPCFrontend.SystemSharedMemoryRegister = GRPCFrontend.CudaSharedMemoryRegister = _shm_register
-GRPCFrontend.SystemSharedMemoryUnregister = _shm_unregister(pb.SystemSharedMemoryUnregisterResponse)
-GRPCFrontend.CudaSharedMemoryUnregister = _shm_unregister(pb.CudaSharedMemoryUnregisterResponse)
+async def SystemSharedMemoryStatus(self:GRPCFrontend, request, context):
+    return _shm_status(request, 'system', pb.SystemSharedMemoryStatusResponse)
+@patch
+@rpc('shared-memory')
+async def CudaSharedMemoryStatus(self:GRPCFrontend, request, context):
+    return _shm_status(request, 'cuda', pb.CudaSharedMemoryStatusResponse)
+@patch
+@rpc('shared-memory')
+async def SystemSharedMemoryRegister(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
+@patch
+@rpc('shared-memory')
+async def CudaSharedMemoryRegister(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
+@patch
+@rpc('shared-memory')
+async def SystemSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.SystemSharedMemoryUnregisterResponse()
+@patch
+@rpc('shared-memory')
+async def CudaSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.CudaSharedMemoryUnregisterResponse()
 
 # %% ../nbs/08a_grpc.ipynb #f72cd0a9
 def _submit_one(server:TritonServer, req:InferenceRequest) -> tuple:
@@ -441,8 +453,9 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 # %% ../nbs/08a_grpc.ipynb #96f6895a
+@patch
 @rpc('inference')
-async def _model_infer(self:GRPCFrontend, request, context):
+async def ModelInfer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
@@ -453,7 +466,6 @@ async def _model_infer(self:GRPCFrontend, request, context):
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
     return encode_infer_response(req, resp, m, classes)
-GRPCFrontend.ModelInfer = _model_infer
 
 # %% ../nbs/08a_grpc.ipynb #4d2d6e08
 def _is_decoupled(server:TritonServer, request) -> bool:
@@ -470,7 +482,8 @@ class InferStream:
         self.in_flight, self.reading = 0, True
 
 # %% ../nbs/08a_grpc.ipynb #624d6269
-def _issue(self:InferStream, request):
+@patch
+def issue(self:InferStream, request):
     "Submit one request read from the stream (its errors are written to the stream)."
     self.in_flight += 1
     call = StreamRequest(self, request, _is_decoupled(self.server, request))
@@ -479,10 +492,10 @@ def _issue(self:InferStream, request):
     except Exception as e:   # a bug must still answer its request, or the stream would never end
         err = e if isinstance(e, TritonError) else self.errors.internal('ModelStreamInfer', e)
         self.write(call, pb.ModelStreamInferResponse(error_message=grpc_status(err)[1], infer_response=pb.ModelInferResponse(id=request.id)), True)
-InferStream.issue = _issue
 
 # %% ../nbs/08a_grpc.ipynb #e4d48f22
-def _write(self:InferStream, call, message, final:bool):
+@patch
+def write(self:InferStream, call, message, final:bool):
     "Queue `message` of `call` for the client: at once for decoupled models, in request order for the others."
     if call.decoupled:
         if message is not None: self.out.put_nowait(message)
@@ -492,14 +505,14 @@ def _write(self:InferStream, call, message, final:bool):
     if final:
         self.in_flight -= 1
         self._maybe_end()
-InferStream.write = _write
 
 # %% ../nbs/08a_grpc.ipynb #5b379e2b
+@patch
 def _maybe_end(self:InferStream):
     if not self.reading and self.in_flight == 0: self.out.put_nowait(None)
-InferStream._maybe_end = _maybe_end
 
-async def _read(self:InferStream, request_iterator):
+@patch
+async def read(self:InferStream, request_iterator):
     "Issue every request the client writes, until it closes its side (or goes away, or sends bytes that do not parse)."
     try:
         async for request in request_iterator:
@@ -509,7 +522,6 @@ async def _read(self:InferStream, request_iterator):
     finally:
         self.reading = False
         self._maybe_end()
-InferStream.read = _read
 
 # %% ../nbs/08a_grpc.ipynb #3a31ef1f
 class StreamRequest:
@@ -527,7 +539,8 @@ class StreamRequest:
         self.stream.server.submit(self.req)
 
 # %% ../nbs/08a_grpc.ipynb #b24680cf
-def _on_response(self:StreamRequest, resp, final:bool):
+@patch
+def on_response(self:StreamRequest, resp, final:bool):
     "A response (or the bare final flag) of this request, on the event loop."
     if resp is None and not self.decoupled: resp = InferenceResponse()
     if resp is None: message = self._reply(None, final) if final and self.empty_final else None
@@ -541,18 +554,18 @@ def _on_response(self:StreamRequest, resp, final:bool):
             err = e if isinstance(e, TritonError) else self.stream.errors.internal('ModelStreamInfer', e)
             message = self._reply(grpc_status(err)[1], final)
     self.stream.write(self, message, final)
-StreamRequest.on_response = _on_response
 
 # %% ../nbs/08a_grpc.ipynb #b41a80c3
+@patch
 def _reply(self:StreamRequest, error:str|None, final:bool):
     "An error, or the empty final response: no outputs, the request's names as the client sent them."
     r = pb.ModelInferResponse(model_name=self.request.model_name, model_version=self.request.model_version, id=self.request.id)
     r.parameters['triton_final_response'].bool_param = final
     return pb.ModelStreamInferResponse(error_message=error or '', infer_response=r)
-StreamRequest._reply = _reply
 
 # %% ../nbs/08a_grpc.ipynb #12f05048
-async def _model_stream_infer(self:GRPCFrontend, request_iterator, context):
+@patch
+async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
     if (status := self.restriction_status('inference', context)) is not None: await context.abort(*status)
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
     stream = InferStream(self.server, self.errors, self.forwarded_headers(context))
@@ -560,7 +573,6 @@ async def _model_stream_infer(self:GRPCFrontend, request_iterator, context):
     try:
         while (message := await stream.out.get()) is not None: yield message
     finally: reader.cancel()
-GRPCFrontend.ModelStreamInfer = _model_stream_infer
 
 # %% ../nbs/08a_grpc.ipynb #d7f5ff45
 PROTOCOL_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging')
@@ -583,10 +595,10 @@ def parse_restricted_protocol(arg:str, into:dict|None=None) -> dict:
 # %% ../nbs/08a_grpc.ipynb #080219fc
 _SERVING, _NOT_SERVING = b'\x08\x01', b'\x08\x02'   # grpc.health.v1.HealthCheckResponse, field 1 = ServingStatus
 
+@patch
 @rpc('health')
-async def _health_check(self:GRPCFrontend, request:bytes, context) -> bytes:
+async def HealthCheck(self:GRPCFrontend, request:bytes, context) -> bytes:
     return _SERVING if self.server.is_ready() else _NOT_SERVING
-GRPCFrontend.HealthCheck = _health_check
 
 def health_service(frontend:GRPCFrontend):
     "The `grpc.health.v1.Health` service (Check only, as in Triton) for a frontend."

@@ -8,6 +8,7 @@ import asyncio, functools, gzip, json, logging, math, re, socket, threading, tim
 from dataclasses import dataclass
 import numpy as np
 import orjson
+from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
                                  wire_from_numpy, element_count, request_prefix, config_to_wire)
@@ -370,34 +371,35 @@ class HTTPFrontend:
     def __repr__(self): return f'HTTPFrontend({self.server!r})'
 
 # %% ../nbs/08_http.ipynb #5fa71740
+@patch
 def _health(self:HTTPFrontend, action, body, headers) -> Response:
     ok = self.server.is_live() if action == 'live' else self.server.is_ready()
     return Response(200 if ok else 400, b'', [])
-HTTPFrontend._health = _health
 
-def _server_meta(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.server_metadata()))
-HTTPFrontend._server = _server_meta
+@patch
+def _server(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.server_metadata()))
 
+@patch
 def _model_get(self:HTTPFrontend, name, version, action) -> Response:
     if action == 'ready':
         return Response(200, b'', []) if self.server.model_ready(name, version) else Response(400, b'{"error":"Model version not ready"}')
     if action == 'config': return Response(200, self.server.model_config(name, version).to_json().encode())
     if action == 'stats': return Response(200, json_dumps(self.server.statistics(name, version)))
     return Response(200, json_dumps(self.server.model_metadata(name, version)))
-HTTPFrontend._model_get = _model_get
 
 # %% ../nbs/08_http.ipynb #fded7b86
+@patch
 def _models(self:HTTPFrontend, *a) -> Response:
     return Response(200, json_dumps({'models': self.server.repository_index()}))
-HTTPFrontend._models = _models
 
 # %% ../nbs/08_http.ipynb #88d6b1a0
+@patch
 def _index(self:HTTPFrontend, body) -> Response:
     doc = parse_json(body) if body else {}
     ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
     return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
-HTTPFrontend._index = _index
 
+@patch
 async def _repository(self:HTTPFrontend, name, action, body) -> Response:
     doc = parse_json(body) if body else {}
     params = doc.get('parameters') if isinstance(doc, dict) else None
@@ -408,7 +410,6 @@ async def _repository(self:HTTPFrontend, name, action, body) -> Response:
     config, files = _load_parameters(params)
     await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
     return Response(200, b'')
-HTTPFrontend._repository = _repository
 
 def _load_parameters(params) -> tuple:
     "(config, {path: bytes}) from a load request's parameters: every one a string, `config` or `file:<path>`."
@@ -429,10 +430,11 @@ def _b64(v:str) -> bytes:
     if len(data) % 4 == 1: data = data[:-1]
     return base64.b64decode(data + b'=' * (-len(data) % 4))
 
+@patch
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
-HTTPFrontend._stats = _stats
 
 # %% ../nbs/08_http.ipynb #a94146c9
+@patch
 def _logging(self:HTTPFrontend, method, body) -> Response:
     if method == 'POST':
         doc = parse_json(body) if body.strip() else {}
@@ -447,7 +449,6 @@ def _logging(self:HTTPFrontend, method, body) -> Response:
             self.log_settings['log_format'] = fmt
         apply_log_settings(self.log_settings)
     return Response(200, json_dumps(self.log_settings))
-HTTPFrontend._logging = _logging
 
 def apply_log_settings(s):
     lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
@@ -467,6 +468,7 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 # %% ../nbs/08_http.ipynb #38bb04c3
+@patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     m = self.server.repository.get(name, version)     # Triton looks at the model before the body
     if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
@@ -481,7 +483,6 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
     return encode_infer_response(req, resp, opts, m.batching, output_labels(m) if n != 0 and body else None)
-HTTPFrontend._infer = _infer
 
 def output_labels(m):
     "Classification labels per output: read by the core when the version loaded, inside its model folder."
@@ -521,13 +522,13 @@ def inflate(body:bytes, limit:int, piece:int=1 << 16) -> bytes:
 # %% ../nbs/08_http.ipynb #6acf842a
 _ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
 
+@patch
 async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes:
     "The /infer body as Triton reads it: inflated for gzip and deflate (on a thread when it is not tiny)."
     if encoding is None or encoding == b'identity': return body
     if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
     if len(body) <= 4096: return inflate(body, self.max_input_size)
     return await asyncio.to_thread(inflate, body, self.max_input_size)
-HTTPFrontend._inflated = _inflated
 
 class _Reply(Exception):
     "Raised by a handler to answer with this exact response (for headers an error response does not have)."
@@ -539,14 +540,14 @@ def _identity_only(headers:dict):
     if enc is not None and enc != b'identity': raise TritonError("Unsupported content-encoding, only 'identity' is supported.")
 
 # %% ../nbs/08_http.ipynb #945d904a
-def _forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
+@patch
+def forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
     "{header as the client spelled it: value} for the (name, value) pairs --http-header-forward-pattern matches."
     out = {}
     for name, value in headers:
         key = name.decode('latin-1')
         if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
     return out
-HTTPFrontend.forwarded_headers = _forwarded_headers
 
 # %% ../nbs/08_http.ipynb #a8115842
 def _raw_request(m, name, version, body) -> InferenceRequest:
@@ -617,6 +618,7 @@ def _submit_stream(server, req):
     req.response_callback = lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final))
     return server.submit(req), queue
 
+@patch
 async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Response:
     m = self.server.repository.get(name, version)
     _identity_only(headers)
@@ -632,11 +634,11 @@ async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Respo
     if len(responses) != 1:
         return Response(200, b'{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}')
     return Response(200, generate_json(req, responses[0]))
-HTTPFrontend._generate = _generate
 
 # %% ../nbs/08_http.ipynb #5695630a
 _SSE = [(b'content-type', b'text/event-stream; charset=utf-8')]
 
+@patch
 async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}):
     "Stream each response as a Server-Sent Event; the status follows the first response."
     m = self.server.repository.get(name, version)
@@ -655,7 +657,6 @@ async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers
         if final: break
     if not started: await send({'type': 'http.response.start', 'status': 200, 'headers': _SSE})
     await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
-HTTPFrontend._generate_stream = _generate_stream
 
 # %% ../nbs/08_http.ipynb #56e5a5d9
 RESTRICTED_API_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository',
@@ -676,6 +677,7 @@ def api_group(path:str, route:tuple|None) -> str|None:
     if route is not None: return _API_GROUP[route[0], route[3]]
     return next((group for rx, group in _UNSERVED if rx.fullmatch(path)), None)
 
+@patch
 def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|None:
     "Triton's 403 when `group` is restricted and the request's first header of that name lacks the value."
     rule = self.restricted_apis.get(group)
@@ -683,7 +685,6 @@ def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|Non
     name = rule[0].lower().encode('latin-1')
     if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
     return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
-HTTPFrontend._restricted = _restricted
 
 # %% ../nbs/08_http.ipynb #aef294f0
 class RateLimitedLog:
@@ -735,7 +736,8 @@ def _quiet_uvicorn():
 def _version_error(v:str) -> TritonError:
     return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
 
-async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None) -> Response | None:
+@patch
+async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None) -> Response | None:
     route = parse_path(path)
     if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
@@ -762,7 +764,6 @@ async def _dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:
     except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
         _noisy.report(exception_kind(e), f'{method} {path[:200]} failed: {exception_kind(e)}', e, logging.ERROR)
         return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
-HTTPFrontend.dispatch = _dispatch
 
 # %% ../nbs/08_http.ipynb #ad4247ed
 class _ClientGone(Exception): "The client disconnected before its body was complete."
@@ -790,7 +791,8 @@ def _compress(resp:Response, accept:bytes) -> Response:
     return Response(resp.status, body, list(resp.headers) + [(b'content-encoding', enc)])
 
 # %% ../nbs/08_http.ipynb #96428e98
-async def _asgi(self:HTTPFrontend, scope, receive, send):
+@patch
+async def __call__(self:HTTPFrontend, scope, receive, send):
     if scope['type'] != 'http':
         if scope['type'] == 'lifespan':
             while (await receive())['type'] != 'lifespan.shutdown': await send({'type': 'lifespan.startup.complete'})
@@ -802,8 +804,8 @@ async def _asgi(self:HTTPFrontend, scope, receive, send):
         _noisy.report(exception_kind(e), f"{scope.get('method')} request failed: {exception_kind(e)}", e, logging.ERROR)
         try: await _send(send, error_response(TritonError(INTERNAL_ERROR, 'INTERNAL')))
         except Exception: pass       # the response had started: nothing more to say
-HTTPFrontend.__call__ = _asgi
 
+@patch
 async def _serve(self:HTTPFrontend, scope, receive, send):
     headers = dict(scope['headers'])
     length = int(headers.get(b'content-length', 0) or 0)
@@ -816,7 +818,6 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     if resp is None: return          # a stream that already sent itself
     if b'accept-encoding' in headers: resp = _compress(resp, headers[b'accept-encoding'])
     await _send(send, resp)
-HTTPFrontend._serve = _serve
 
 def _too_large(n, limit):
     return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
@@ -900,53 +901,58 @@ class ConnectionGuard:
         super().data_received(data)
 
 # %% ../nbs/08_http.ipynb #fd5be9c2
-def _on_message_begin(self):
+@patch
+def on_message_begin(self:ConnectionGuard):
     self._expect_head()
     super(ConnectionGuard, self).on_message_begin()
 
-def _count_head(self, n:int):
+@patch
+def _count_head(self:ConnectionGuard, n:int):
     self._head_bytes += n
     if self._head_bytes > self.limits.max_header_size:
         self._head_too_big = True
         raise ValueError('request head too large')   # stops the parser; send_400_response answers 431
 
-def _on_url(self, url):
+@patch
+def on_url(self:ConnectionGuard, url):
     self._count_head(len(url))
     super(ConnectionGuard, self).on_url(url)
 
-def _on_header(self, name, value):
+@patch
+def on_header(self:ConnectionGuard, name, value):
     self._count_head(len(name) + len(value) + 4)
     self._raw.append((name, value))
     super(ConnectionGuard, self).on_header(name, value)
 
-def _on_headers_complete(self):
+@patch
+def on_headers_complete(self:ConnectionGuard):
     self._in_head = False
     self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     self._deadline = self.loop.time() + self.limits.body_timeout
     super(ConnectionGuard, self).on_headers_complete()
 
-def _on_body(self, body):
+@patch
+def on_body(self:ConnectionGuard, body):
     self._deadline = self.loop.time() + self.limits.body_timeout
     super(ConnectionGuard, self).on_body(body)
 
-def _on_message_complete(self):
+@patch
+def on_message_complete(self:ConnectionGuard):
     self._deadline = None
     super(ConnectionGuard, self).on_message_complete()
 
-def _on_response_complete(self):
+@patch
+def on_response_complete(self:ConnectionGuard):
     super(ConnectionGuard, self).on_response_complete()
     if self.cycle is None or self.cycle.response_complete: self._expect_head()   # unless a pipelined request started
 
-def _send_400_response(self, msg:str):
+@patch
+def send_400_response(self:ConnectionGuard, msg:str):
     "Malformed HTTP gets a JSON answer too (431 for a head over --http-max-header-size), then the connection closes."
     if self._head_too_big: data = _raw_response('431 Request Header Fields Too Large', f'request head exceeds {self.limits.max_header_size} bytes')
     else: data = _raw_response('400 Bad Request', msg)
     self.transport.write(data)
     self.transport.close()
-
-for _f in (_on_message_begin, _on_url, _on_header, _on_headers_complete, _on_body, _on_message_complete, _on_response_complete):
-    setattr(ConnectionGuard, _f.__name__[1:], _f)
-ConnectionGuard._count_head, ConnectionGuard.send_400_response = _count_head, _send_400_response
 
 # %% ../nbs/08_http.ipynb #8d5d3253
 _SWEEP_SECS = 0.5

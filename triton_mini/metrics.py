@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 import psutil
+from fastcore.basics import patch
 
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
@@ -76,6 +77,7 @@ class MetricsCollector:
     def __repr__(self): return f'MetricsCollector({self.server!r})'
 
 # %% ../nbs/09_metrics.ipynb #d1d68db7
+@patch
 def _request_lines(self:MetricsCollector) -> list:
     "Triton's per-model-version families."
     vs, lines = self.versions(), []
@@ -85,12 +87,11 @@ def _request_lines(self:MetricsCollector) -> list:
         else: samples = [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs]
         lines += family(name, kind, help, samples)
     return lines
-MetricsCollector._request_lines = _request_lines
 
+@patch
 def _pending_lines(self:MetricsCollector) -> list:
     name, kind, help = PENDING
     return family(name, kind, help, [('', {'model': m, 'version': str(v)}, s.pending) for m, v, s in self.versions()])
-MetricsCollector._pending_lines = _pending_lines
 
 # %% ../nbs/09_metrics.ipynb #fcd0b66d
 def custom_family_lines(fam:MetricFamily) -> list:
@@ -110,6 +111,7 @@ def _per_bucket(m) -> list:
 # %% ../nbs/09_metrics.ipynb #4b4c5869
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
+@patch
 def _seed_lines(self:MetricsCollector) -> list:
     vs = self.versions()
     lines = family('triton_mini_inference_count', 'counter', 'Total inference requests handled (triton_mini)',
@@ -125,9 +127,9 @@ def _seed_lines(self:MetricsCollector) -> list:
         counts = [sum(c for b, c in sizes.items() if (BATCH_BUCKETS[i - 1] if i else 0) < b <= bound) for i, bound in enumerate(BATCH_BUCKETS)]
         bs += histogram_samples({'model': m, 'version': str(v)}, BATCH_BUCKETS, counts, sum(sizes.values()), sum(b * c for b, c in sizes.items()))
     return lines + family('triton_mini_batch_size', 'histogram', 'Batch size of each model execution (triton_mini)', bs)
-MetricsCollector._seed_lines = _seed_lines
 
 # %% ../nbs/09_metrics.ipynb #ecd6bd02
+@patch
 def _cpu_lines(self:MetricsCollector) -> list:
     if not self.allow_cpu_metrics: return []
     mem = psutil.virtual_memory()
@@ -136,20 +138,20 @@ def _cpu_lines(self:MetricsCollector) -> list:
             family('nv_cpu_utilization', 'gauge', 'CPU utilization rate [0.0 - 1.0]', [('', {}, psutil.cpu_percent(None) / 100)]) +
             family('nv_cpu_memory_total_bytes', 'gauge', 'CPU total memory (RAM), in bytes', [('', {}, mem.total)]) +
             family('nv_cpu_memory_used_bytes', 'gauge', 'CPU used memory (RAM), in bytes', [('', {}, mem.total - mem.available)]))
-MetricsCollector._cpu_lines = _cpu_lines
 
-def _render(self:MetricsCollector) -> str:
+@patch
+def render(self:MetricsCollector) -> str:
     "The whole exposition, as `GET /metrics` returns it."
     lines = self._request_lines()
     for fam in list(self.server.metric_families): lines += custom_family_lines(fam)
     lines += self._pending_lines() + self._seed_lines() + self._cpu_lines()
     return '\n'.join(lines) + '\n'
-MetricsCollector.render = _render
 
 # %% ../nbs/09_metrics.ipynb #0e82c025
 _TEXT = [(b'content-type', b'text/plain; charset=utf-8')]
 
-async def _metrics_asgi(self:MetricsCollector, scope, receive, send):
+@patch
+async def __call__(self:MetricsCollector, scope, receive, send):
     if scope['type'] != 'http': return
     path = scope['path']
     if path not in ('/metrics', '/metrics/', '/'): return await _send(send, NOT_FOUND)
@@ -159,4 +161,3 @@ async def _metrics_asgi(self:MetricsCollector, scope, receive, send):
         _noisy.report(exception_kind(e), f'metrics scrape failed: {exception_kind(e)}', e, 40)
         return await _send(send, Response(500, b'{"error":"' + INTERNAL_ERROR.encode() + b'"}'))
     await _send(send, Response(200, text, _TEXT))
-MetricsCollector.__call__ = _metrics_asgi

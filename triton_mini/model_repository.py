@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging, os, shutil, tempfile, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
+from fastcore.basics import patch
 
 from .model_config import ConfigError, ModelConfig
 from .config_parser import parse_config
@@ -193,6 +194,7 @@ def model_fingerprint(model_dir:Path) -> tuple:
     return tuple(out)
 
 # %% ../nbs/02_model_repository.ipynb #a32adb21
+@patch
 def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
     "Log why a config could not be read (as tritonserver does) and return the load request's error."
     if isinstance(err, ConfigError) and err.stage == 'parse':
@@ -202,14 +204,14 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
     log.error(f"Poll failed for model directory '{entry.name}': {reason}")
     entry.poll_error = reason
     return TritonError(f"failed to load '{entry.name}', failed to poll from model repository", 'INTERNAL')
-ModelRepository._poll_failure = _poll_failure
 
+@patch
 def _read(self:ModelRepository, entry:ModelEntry) -> tuple:
     complete = self.loader.complete if self.loader is not None else None
     return read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete)
-ModelRepository._read = _read
 
 # %% ../nbs/02_model_repository.ipynb #14ccdb55
+@patch
 def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int, problem=None) -> VersionState:
     "Ask the loader for one version; the result is READY with a handle, or UNAVAILABLE with a reason."
     st = VersionState(LOADING, model_dir=entry.model_dir)
@@ -226,9 +228,9 @@ def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int
         st.state, st.reason = UNAVAILABLE, reason_text(e)
         log.error(f"failed to load '{entry.name}' version {v}: {st.reason}")
     return st
-ModelRepository._load_version = _load_version
 
 # %% ../nbs/02_model_repository.ipynb #12bd240b
+@patch
 def _load_entry(self:ModelRepository, entry:ModelEntry):
     "(Re)load a model: read its config, load the chosen versions, then retire the ones no longer wanted."
     try: cfg, problem = self._read(entry)
@@ -256,9 +258,9 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
     entry.versions = {**{v: st for v, st in entry.versions.items() if v not in new}, **new}
     for v, st in retired: self._retire(entry, v, st)
     self._publish()
-ModelRepository._load_entry = _load_entry
 
 # %% ../nbs/02_model_repository.ipynb #292e06a9
+@patch
 def _reject(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, before:dict, new:dict, failed:list):
     "Undo a load in which some version failed, and raise the load request's error."
     for v, st in new.items():
@@ -267,9 +269,9 @@ def _reject(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, before:dict
     self._publish()
     log.error(f"failed to load '{entry.name}'")
     raise TritonError(f"load failed for model '{entry.name}': " + ''.join(f'version {v} is at UNAVAILABLE state: {r};\n' for v, r in failed), 'INVALID_ARG')
-ModelRepository._reject = _reject
 
 # %% ../nbs/02_model_repository.ipynb #8ba1905a
+@patch
 def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reason:str='unloaded', wait:bool=False):
     "Unload one version: UNLOADING now, UNAVAILABLE (reason `unloaded`) once its handle is released."
     handle, replacement = st.handle, VersionState(UNLOADING, model_dir=st.model_dir)
@@ -286,20 +288,19 @@ def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reas
     t = threading.Thread(target=finish, name=f'unload:{entry.name}:{v}', daemon=True)
     self._unloading = [x for x in self._unloading if x.is_alive()] + [t]
     t.start()
-ModelRepository._retire = _retire
 
-def _wait_for_unloads(self:ModelRepository, timeout:float|None=None) -> bool:
+@patch
+def wait_for_unloads(self:ModelRepository, timeout:float|None=None) -> bool:
     "Wait until the versions being unloaded are gone, at most `timeout` s in all (tests, and shutdown); True if they are."
     deadline = None if timeout is None else time.monotonic() + timeout
     for t in list(self._unloading): t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
     return not any(t.is_alive() for t in self._unloading)
-ModelRepository.wait_for_unloads = _wait_for_unloads
 
+@patch
 def _publish(self:ModelRepository):
     "Replace the serving map with the versions that are READY now."
     self._ready = {name: {v: st.handle for v, st in e.versions.items() if st.state == READY}
                    for name, e in self.models.items() if any(st.state == READY for st in e.versions.values())}
-ModelRepository._publish = _publish
 
 # %% ../nbs/02_model_repository.ipynb #a71e0b0e
 def dependencies(config:ModelConfig|None) -> set:
@@ -307,6 +308,7 @@ def dependencies(config:ModelConfig|None) -> set:
     if config is None or config.ensemble_scheduling is None: return set()
     return {s.model_name for s in config.ensemble_scheduling.step}
 
+@patch
 def _load_order(self:ModelRepository, names) -> list:
     "Composing models before the ensembles that use them (a topological order; cycles are left to fail)."
     order, seen = [], set()
@@ -316,8 +318,8 @@ def _load_order(self:ModelRepository, names) -> list:
         seen.add(n); order.append(n)
     for n in sorted(names): visit(n)
     return order
-ModelRepository._load_order = _load_order
 
+@patch
 def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
     "The model's config if it can be parsed, without completing it (just to see its dependencies)."
     e = self.models[name]
@@ -327,18 +329,18 @@ def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
     p = e.model_dir / 'config.pbtxt'
     try: return parse_config(p.read_text(), str(p)) if p.exists() else None
     except ConfigError: return None
-ModelRepository._peek_config = _peek_config
 
 # %% ../nbs/02_model_repository.ipynb #2667d04e
+@patch
 def _scan(self:ModelRepository):
     "Register model directories that appeared; returns the current {name: dir}."
     found = find_models(self.paths)
     for name, d in found.items():
         if name not in self.models: self.models[name] = ModelEntry(name, d); self._gone.discard(name)
     return found
-ModelRepository._scan = _scan
 
-def _load_all(self:ModelRepository, names=None) -> dict:
+@patch
+def load(self:ModelRepository, names=None) -> dict:
     "Load `names` (default: what the control mode loads at start); returns {name: error message}."
     with self._lock:
         found = self._scan()
@@ -357,10 +359,10 @@ def _load_all(self:ModelRepository, names=None) -> dict:
         for n in names:
             if n not in self.models: errors[n] = f"failed to load '{n}', failed to poll from model repository"
         return errors
-ModelRepository.load = _load_all
 
 # %% ../nbs/02_model_repository.ipynb #479999d8
-def _index(self:ModelRepository, ready:bool=False) -> list:
+@patch
+def index(self:ModelRepository, ready:bool=False) -> list:
     "Triton's repository index: one entry per model version, sorted by name then version."
     out = []
     for name in sorted(self.models):
@@ -374,18 +376,18 @@ def _index(self:ModelRepository, ready:bool=False) -> list:
             if st.reason: item['reason'] = st.reason
             out.append(item)
     return out
-ModelRepository.index = _index
 
 # %% ../nbs/02_model_repository.ipynb #d6390546
-def _get(self:ModelRepository, name:str, version:int=-1):
+@patch
+def get(self:ModelRepository, name:str, version:int=-1):
     "The handle serving `name` at `version` (-1: the highest READY one), or Triton's error."
     versions = self._ready.get(name)
     if versions is not None:
         if version is None or version < 0: return versions[max(versions)]
         if version in versions: return versions[version]
     raise self._not_serving(name, version)
-ModelRepository.get = _get
 
+@patch
 def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
     "Why `name` (at `version`) cannot serve, in Triton's words."
     entry = self.models.get(name)
@@ -395,28 +397,28 @@ def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
     if version is None or version < 0: return TritonError(f"Request for unknown model: '{name}' has no available versions", 'NOT_FOUND')
     if version in known: return TritonError(f"Request for unknown model: '{name}' version {version} is not at ready state", 'UNAVAILABLE')
     return TritonError(f"Request for unknown model: '{name}' version {version} is not found", 'NOT_FOUND')
-ModelRepository._not_serving = _not_serving
 
-def _ready_versions(self:ModelRepository, name:str) -> list:
+@patch
+def ready_versions(self:ModelRepository, name:str) -> list:
     "The READY versions of a model, ascending."
     return sorted(self._ready.get(name, {}))
-ModelRepository.ready_versions = _ready_versions
 
 # %% ../nbs/02_model_repository.ipynb #6dd281ef
+@patch
 def _check_explicit(self:ModelRepository):
     if self.control_mode != 'explicit':
         raise TritonError('explicit model load / unload is not allowed if polling is enabled', 'UNAVAILABLE')
-ModelRepository._check_explicit = _check_explicit
 
-def _load_model(self:ModelRepository, name:str, config:str|None=None, files:dict|None=None):
+@patch
+def load_model(self:ModelRepository, name:str, config:str|None=None, files:dict|None=None):
     "Load or reload one model (explicit mode), its composing models first if it is an ensemble."
     self._check_explicit()
     check_model_name(name)                   # before anything touches the disk
     with self._lock:
         try: self._load_named(name, config, files)
         finally: self._sweep_overrides()
-ModelRepository.load_model = _load_model
 
+@patch
 def _load_named(self:ModelRepository, name:str, config, files):
     found = self._scan()
     if files: model_dir = self._write_override_files(name, files, config)
@@ -433,11 +435,11 @@ def _load_named(self:ModelRepository, name:str, config, files):
     for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
         self._load_entry(self.models[dep])
     self._load_entry(entry)
-ModelRepository._load_named = _load_named
 
 # %% ../nbs/02_model_repository.ipynb #70d32dc9
 OVERRIDE_PREFIX = 'triton_mini_override_'
 
+@patch
 def _write_override_files(self:ModelRepository, name:str, files:dict, config) -> Path:
     "Materialise `{'1/model.py': bytes}` files for a load request into a private directory; returns the model folder."
     if config is None:
@@ -456,33 +458,33 @@ def _write_override_files(self:ModelRepository, name:str, files:dict, config) ->
         raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL') from None
     self._override_roots.add(tmp)
     return root
-ModelRepository._write_override_files = _write_override_files
 
 # %% ../nbs/02_model_repository.ipynb #ab6f10d9
 _LIVE = (LOADING, READY, UNLOADING)
 
+@patch
 def _sweep_overrides(self:ModelRepository):
     "Remove the override directories no live version was loaded from (call with the lock held)."
     live = {st.model_dir.parent for e in list(self.models.values()) for st in list(e.versions.values())
             if st.state in _LIVE and st.model_dir is not None}
     for tmp in list(self._override_roots):
         if tmp not in live: shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
-ModelRepository._sweep_overrides = _sweep_overrides
 
+@patch
 def _sweep_soon(self:ModelRepository):
     "Sweep after an unload finished; if a load holds the lock for long, that load sweeps when it ends."
     if self._lock.acquire(timeout=5):
         try: self._sweep_overrides()
         finally: self._lock.release()
-ModelRepository._sweep_soon = _sweep_soon
 
-def _remove_overrides(self:ModelRepository):
+@patch
+def remove_overrides(self:ModelRepository):
     "Remove every override directory (server stop, after the models are unloaded)."
     for tmp in list(self._override_roots): shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
-ModelRepository.remove_overrides = _remove_overrides
 
 # %% ../nbs/02_model_repository.ipynb #23de69fb
-def _unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
+@patch
+def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
     "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
     self._check_explicit()
     with self._lock:
@@ -491,8 +493,8 @@ def _unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, 
         if name in self.models: self.models[name].explicit = False
         if unload_dependents: self._unload_composing(config, wait)
         self._sweep_overrides()
-ModelRepository.unload_model = _unload_model
 
+@patch
 def _unload_composing(self:ModelRepository, config, wait:bool=False):
     "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
     for dep in dependencies(config):
@@ -502,8 +504,8 @@ def _unload_composing(self:ModelRepository, config, wait:bool=False):
         if users: continue
         self._unload(dep, False, wait)
         self._unload_composing(e.config, wait)
-ModelRepository._unload_composing = _unload_composing
 
+@patch
 def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
     e = self.models.get(name)
     if e is None: return
@@ -516,10 +518,10 @@ def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, dro
         if e.versions: self._gone.add(name)
         del self.models[name]
     self._publish()
-ModelRepository._unload = _unload
 
 # %% ../nbs/02_model_repository.ipynb #1573cee7
-def _poll(self:ModelRepository) -> dict:
+@patch
+def poll(self:ModelRepository) -> dict:
     "One rescan (poll mode): load new and changed models, unload removed ones; returns {name: error}."
     with self._lock:
         found, errors = self._scan(), {}
@@ -529,10 +531,10 @@ def _poll(self:ModelRepository) -> dict:
             try: self._load_entry(self.models[n])
             except TritonError as e: errors[n] = e.message
         return errors
-ModelRepository.poll = _poll
 
 # %% ../nbs/02_model_repository.ipynb #c426ca57
-def _start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Event:
+@patch
+def start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Event:
     "Poll every `interval_s` seconds in a daemon thread until the returned event is set."
     stop = threading.Event()
     def loop():
@@ -541,10 +543,10 @@ def _start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Eve
             except Exception: log.exception('repository poll failed')
     threading.Thread(target=loop, name='triton_mini:poll', daemon=True).start()
     return stop
-ModelRepository.start_polling = _start_polling
 
 # %% ../nbs/02_model_repository.ipynb #81090d03
-def _unload_all(self:ModelRepository, timeout:float|None=None) -> list:
+@patch
+def unload_all(self:ModelRepository, timeout:float|None=None) -> list:
     "Unload every model at once, waiting at most `timeout` s in all; returns [(name, version, handle)] that did not finish cleanly."
     with self._lock:
         retiring = [(e, v, st.handle) for e in self.models.values() for v, st in e.versions.items() if st.state == READY]
@@ -553,4 +555,3 @@ def _unload_all(self:ModelRepository, timeout:float|None=None) -> list:
         for name in list(self.models): self._unload(name)
     self.wait_for_unloads(None if timeout is None else timeout + 0.5)
     return [(e.name, v, h) for e, v, h in retiring if getattr(h, 'abandoned', None) or e.versions.get(v) and e.versions[v].state == UNLOADING]
-ModelRepository.unload_all = _unload_all

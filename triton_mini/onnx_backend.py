@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from fastcore.basics import patch
 
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
@@ -322,13 +323,14 @@ def _from_model(arr:np.ndarray, io:ModelOutput, info:OnnxTensorInfo, batching:bo
     return arr.reshape([arr.shape[0], *dims] if batching else dims)
 
 # %% ../nbs/04b_onnx_backend.ipynb #6e2b2e4f
+@patch
 def _batch_size(self:ONNXRuntimeInstance, req) -> int:
     "A request's batch size as the C++ backend reads it: the first dimension of its first input."
     if self.config.max_batch_size == 0 or not req.inputs: return 1
     return int(next(iter(req.inputs.values())).shape[0])
-ONNXRuntimeInstance._batch_size = _batch_size
 
 # %% ../nbs/04b_onnx_backend.ipynb #0abc614e
+@patch
 def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
     "Convert and concatenate the inputs: (feeds, batch size per good request, {index: error} for bad ones)."
     cfg, batching = self.config, self.config.max_batch_size > 0
@@ -344,25 +346,25 @@ def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
         arrays = [c[name] for c in converted.values()]
         feeds[name] = concat_requests(arrays, name)[0] if batching else arrays[0]
     return feeds, sizes, errors
-ONNXRuntimeInstance._gather = _gather
 
 # %% ../nbs/04b_onnx_backend.ipynb #c48e3f57
+@patch
 def _wanted(self:ONNXRuntimeInstance, requests:list) -> list:
     "The configured outputs at least one request asked for (None asks for all), in config order."
     every = [o.name for o in self.config.output]
     asked = set()
     for r in requests: asked.update(every if r.requested_outputs is None else r.requested_outputs)
     return [n for n in every if n in asked] or every
-ONNXRuntimeInstance._wanted = _wanted
 
 # %% ../nbs/04b_onnx_backend.ipynb #15e66202
+@patch
 def _run(self:ONNXRuntimeInstance, names:list, feeds:dict) -> dict:
     "One `session.run`; ONNX Runtime's errors in Triton's words."
     try: return dict(zip(names, self.session.run(names, feeds, self.run_options)))
     except Exception as e: raise ort_error(e) from None
-ONNXRuntimeInstance._run = _run
 
 # %% ../nbs/04b_onnx_backend.ipynb #e505b511
+@patch
 def _scatter(self:ONNXRuntimeInstance, requests:list, results:dict, sizes:list) -> list:
     "One InferenceResponse per good request: its slice of each output it asked for."
     batching, outs = self.config.max_batch_size > 0, {o.name: o for o in self.config.output}
@@ -372,9 +374,9 @@ def _scatter(self:ONNXRuntimeInstance, requests:list, results:dict, sizes:list) 
         keep = results if r.requested_outputs is None else [n for n in results if n in r.requested_outputs]
         responses.append(InferenceResponse({n: _from_model(parts[n][k], outs[n], self.outputs[n], batching) for n in keep}))
     return responses
-ONNXRuntimeInstance._scatter = _scatter
 
 # %% ../nbs/04b_onnx_backend.ipynb #32573518
+@patch
 def _execute(self:ONNXRuntimeInstance, requests:list) -> list:
     "Gather, run, scatter and time one batch; any failure of the whole batch answers every request with it."
     marks = [time.perf_counter_ns()]
@@ -394,7 +396,6 @@ def _execute(self:ONNXRuntimeInstance, requests:list) -> list:
     marks += [time.perf_counter_ns()] * (4 - len(marks))
     self.timing = (marks[1] - marks[0], marks[2] - marks[1], marks[3] - marks[2])
     return responses
-ONNXRuntimeInstance._execute = _execute
 
 # %% ../nbs/04b_onnx_backend.ipynb #850ead50
 def can_batch(inputs:dict, outputs:dict) -> bool:

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 
+from .errors import VERBOSE   # the core's verbose level (5), which `--log-verbose` turns on
 from .tensors import (TritonError as CoreError, serialize_byte_tensor as _serialize,
                                  deserialize_bytes_tensor as _deserialize)
 from .backend import InferenceRequest as CoreRequest, InferenceResponse as CoreResponse
@@ -19,12 +21,12 @@ from .model_repository import check_model_name
 __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_REQUEST_FLAG_SEQUENCE_START',
            'TRITONSERVER_REQUEST_FLAG_SEQUENCE_END', 'TRITONSERVER_RESPONSE_COMPLETE_FINAL',
            'TRITONSERVER_REQUEST_RELEASE_ALL', 'TRITONSERVER_REQUEST_RELEASE_RESCHEDULE', 'TRITONSERVER_MEMORY_GPU',
-           'TRITONSERVER_MEMORY_CPU', 'VERBOSE', 'TritonError', 'TritonModelException', 'Tensor',
-           'triton_string_to_numpy', 'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor',
-           'get_model_dir', 'MemoryType', 'PreferredMemory', 'InferenceRequest', 'get_input_tensor_by_name',
-           'get_output_tensor_by_name', 'get_input_config_by_name', 'get_output_config_by_name',
-           'using_decoupled_model_transaction_policy', 'InferenceResponse', 'InferenceResponseSender', 'is_model_ready',
-           'load_model', 'unload_model', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
+           'TRITONSERVER_MEMORY_CPU', 'TritonError', 'TritonModelException', 'Tensor', 'triton_string_to_numpy',
+           'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor', 'get_model_dir', 'MemoryType',
+           'PreferredMemory', 'InferenceRequest', 'get_input_tensor_by_name', 'get_output_tensor_by_name',
+           'get_input_config_by_name', 'get_output_config_by_name', 'using_decoupled_model_transaction_policy',
+           'InferenceResponse', 'InferenceResponseSender', 'is_model_ready', 'load_model', 'unload_model', 'LogLevel',
+           'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
 
 # %% ../nbs/04_pb_utils.ipynb #cc910b83
 def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None) -> TypeError:
@@ -320,6 +322,7 @@ class InferenceResponseSender:
     def is_cancelled(self) -> bool: return False
 
 # %% ../nbs/04_pb_utils.ipynb #a9d24c16
+@patch
 def _send_one(self:InferenceResponseSender, response, final:bool):
     "A model that is not decoupled: hold its one response until the final flag, then deliver it."
     if response is not None:
@@ -331,15 +334,14 @@ def _send_one(self:InferenceResponseSender, response, final:bool):
         raise TritonModelException('Unable to send response. Non-decoupled model cannot send complete final before sending a response.')
     self._closed = True
     self._core.send(to_core_response(self._pending, self._keep), True)
-InferenceResponseSender._send_one = _send_one
 
-def _get_response_sender(self:InferenceRequest) -> InferenceResponseSender:
+@patch
+def get_response_sender(self:InferenceRequest) -> InferenceResponseSender:
     "The sender for this request's responses."
     if getattr(self, '_sender', None) is None:
         if self._core is None: self._core = CoreRequest(self._model_name, {}, response_callback=_Recorder())
         self._sender = InferenceResponseSender(self._core, self._requested or None, getattr(self, '_decoupled', True))
     return self._sender
-InferenceRequest.get_response_sender = _get_response_sender
 
 # %% ../nbs/04_pb_utils.ipynb #ed9b9d09
 class _Recorder:
@@ -347,15 +349,18 @@ class _Recorder:
     def __init__(self): self.sent = []
     def __call__(self, req, resp, final): self.sent.append((None if resp is None else from_core_response(resp), final))
 
-InferenceResponseSender.sent = property(lambda self: getattr(self._core.response_callback, 'sent', None))
+@patch(as_prop=True)
+def sent(self:InferenceResponseSender):
+    "What was sent through this sender, for a request built outside a server (None inside one)."
+    return getattr(self._core.response_callback, 'sent', None)
 
 # %% ../nbs/04_pb_utils.ipynb #2ca7623a
+@patch
 def _to_core_request(self:InferenceRequest, callback) -> CoreRequest:
     return CoreRequest(self._model_name, {t.name(): t.as_numpy() for t in self._inputs}, model_version=self._model_version,
                        id=self._id, requested_outputs=list(self._requested) or None, parameters=self._params,
                        timeout_us=self._timeout, correlation_id=self._corr, flags=self._flags,
                        response_callback=callback)
-InferenceRequest._to_core_request = _to_core_request
 
 def _bls_error(model_name, err:CoreError) -> InferenceResponse:
     "The response for a BLS request that could not run."
@@ -392,6 +397,7 @@ class _ResponseIterator:
         raise StopIteration
 
 # %% ../nbs/04_pb_utils.ipynb #1a10ca34
+@patch
 def _start(self:InferenceRequest, decoupled:bool, on_final=None) -> _ResponseIterator:
     "Submit this request to the server; whatever happens ends up in the returned iterator."
     server, it = _server('BLS'), _ResponseIterator(on_final)
@@ -403,20 +409,20 @@ def _start(self:InferenceRequest, decoupled:bool, on_final=None) -> _ResponseIte
         server.submit(self._to_core_request(it))
     except CoreError as e: it(None, _bls_error(self._model_name, e), True)
     return it
-InferenceRequest._start = _start
 
 def _is_decoupled(server, name:str, version:int) -> bool:
     cfg = server.model_config(name, version)
     return bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
 
-def _exec(self:InferenceRequest, decoupled:bool=False):
+@patch
+def exec(self:InferenceRequest, decoupled:bool=False):
     "Run this request on the server: its response (blocking), or with `decoupled=True` an iterator of responses."
     it = self._start(decoupled)
     return it if decoupled else next(it)
-InferenceRequest.exec = _exec
 
 # %% ../nbs/04_pb_utils.ipynb #b4687b5f
-async def _async_exec(self:InferenceRequest, decoupled:bool=False):
+@patch
+async def async_exec(self:InferenceRequest, decoupled:bool=False):
     "Awaitable `exec`: lets an `async def execute` run several BLS requests concurrently."
     if decoupled: return self._start(True)
     loop = asyncio.get_running_loop()
@@ -424,7 +430,6 @@ async def _async_exec(self:InferenceRequest, decoupled:bool=False):
     it = self._start(False, on_final=lambda: loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None)))
     await done
     return next(it)
-InferenceRequest.async_exec = _async_exec
 
 # %% ../nbs/04_pb_utils.ipynb #3dc4a949
 def is_model_ready(model_name:str, model_version:str='') -> bool:
@@ -445,8 +450,6 @@ def unload_model(model_name:str, unload_dependents:bool=False):
 
 # %% ../nbs/04_pb_utils.ipynb #e9ed35c1
 _model_logger = logging.getLogger('triton_mini.model')
-VERBOSE = 5
-logging.addLevelName(VERBOSE, 'VERBOSE')
 
 class LogLevel(IntEnum):
     INFO = 0; WARNING = 1; ERROR = 2; VERBOSE = 3
@@ -518,29 +521,33 @@ class Metric:
                                        f'message: TRITONSERVER_METRIC_KIND_{self.family.kind.name} does not support {op}')
 
 # %% ../nbs/04_pb_utils.ipynb #164c0003
-def _increment(self:Metric, value:float):
+@patch
+def increment(self:Metric, value:float):
     self._check('increment', 'Increment', (MetricKind.COUNTER, MetricKind.GAUGE))
     if self.family.kind == MetricKind.COUNTER and value < 0:
         raise TritonModelException(f"Failed to increment metric value: Failed to process the request for model '{self.instance}', "
                                    'message: TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values.')
     with self._lock: self._value += value
 
-def _set(self:Metric, value:float):
+@patch
+def set(self:Metric, value:float):
     self._check('set', 'Set', (MetricKind.GAUGE,))
     with self._lock: self._value = float(value)
 
-def _observe(self:Metric, value:float):
+@patch
+def observe(self:Metric, value:float):
     self._check('observe', 'Observe', (MetricKind.HISTOGRAM,))
     with self._lock:
         self.sum += value; self.count += 1
         for i, b in enumerate(self.buckets):
             if value <= b: self.bucket_counts[i] += 1   # cumulative, as Prometheus buckets are
 
-def _get_value(self:Metric) -> float:
+@patch
+def value(self:Metric) -> float:
     self._check('get', 'Value', (MetricKind.COUNTER, MetricKind.GAUGE))
     return self._value
 
-Metric.increment, Metric.set, Metric.observe, Metric.value = _increment, _set, _observe, _get_value
+
 
 # %% ../nbs/04_pb_utils.ipynb #5720b8cd
 class MetricFamily:
@@ -575,6 +582,7 @@ class MetricFamily:
     def __repr__(self): return f'MetricFamily({self.name!r}, kind={self.kind.name})'
 
 # %% ../nbs/04_pb_utils.ipynb #46dc1ca1
+@patch
 def _release(self:MetricFamily):
     "This object is gone (collected, or its model instance finalized): the family goes when no object holds it."
     fam, self._family = self._family, None
@@ -584,7 +592,8 @@ def _release(self:MetricFamily):
         fam.deleted = True
         if fam in self._registry: self._registry.remove(fam)
 
-MetricFamily._release, MetricFamily.__del__ = _release, _release
+@patch
+def __del__(self:MetricFamily): self._release()
 
 def _abandon_families(ctx:ModelContext):
     "The instance of `ctx` is finalized: its families stay registered for good (Triton's stub just exits)."
@@ -647,5 +656,12 @@ def _add_tensor(self:ModelConfig, kind:str, tensor:dict, allowed:tuple):
         return
     self._model_config[kind].append(dict(tensor))
 
-ModelConfig.add_input = lambda self, input: _add_tensor(self, 'input', input, ('name', 'data_type', 'dims', 'optional'))
-ModelConfig.add_output = lambda self, output: _add_tensor(self, 'output', output, ('name', 'data_type', 'dims'))
+@patch
+def add_input(self:ModelConfig, input:dict):
+    "Add (or complete) an input: `name`, `data_type`, `dims` and optionally `optional`."
+    _add_tensor(self, 'input', input, ('name', 'data_type', 'dims', 'optional'))
+
+@patch
+def add_output(self:ModelConfig, output:dict):
+    "Add (or complete) an output: `name`, `data_type` and `dims`."
+    _add_tensor(self, 'output', output, ('name', 'data_type', 'dims'))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, collections, importlib.util, inspect, itertools, sys, threading, time, traceback
 from pathlib import Path
+from fastcore.basics import patch
 
 from .tensors import TritonError
 from .model_config import ConfigError, ModelConfig
@@ -113,10 +114,11 @@ class PythonModelInstance(ModelInstance):
         finally: pb_utils.reset_context(token)
 
 # %% ../nbs/04a_python_backend.ipynb #6ca3bc07
+@patch
 def _failure(self:PythonModelInstance, text:str) -> TritonError:
     return TritonError(f"Failed to process the request(s) for model '{self.name}', message: {text}", 'INTERNAL')
-PythonModelInstance._failure = _failure
 
+@patch
 def _run_execute(self:PythonModelInstance, pb_requests:list):
     "Call the model's execute (sync or async) and return what it returned, or raise the formatted failure."
     try:
@@ -125,24 +127,24 @@ def _run_execute(self:PythonModelInstance, pb_requests:list):
             result = asyncio.run_coroutine_threadsafe(self._in_context(result), self._async_loop()).result()
         return result
     except Exception as e: raise self._failure(_format_exception(e, self.model_file)) from None
-PythonModelInstance._run_execute = _run_execute
 
+@patch
 def _async_loop(self:PythonModelInstance):
     "The instance's own event loop, on its own thread, started the first time an async execute runs."
     if self._loop is None:
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name=f'triton_mini:{self.name}:asyncio', daemon=True).start()
     return self._loop
-PythonModelInstance._async_loop = _async_loop
 
+@patch
 async def _in_context(self:PythonModelInstance, coro):
     "Await `coro` with the model context set (tasks it creates inherit it)."
     token = pb_utils.set_context(self.context)
     try: return await coro
     finally: pb_utils.reset_context(token)
-PythonModelInstance._in_context = _in_context
 
 # %% ../nbs/04a_python_backend.ipynb #5a665474
+@patch
 def _check_result(self:PythonModelInstance, result, n:int):
     "Triton's rules for what execute returns."
     if self.decoupled:
@@ -153,9 +155,9 @@ def _check_result(self:PythonModelInstance, result, n:int):
     if len(result) != n:
         raise self._failure('Number of InferenceResponse objects do not match the number of InferenceRequest objects. '
                             f'InferenceRequest(s) size is:{n}, and InferenceResponse(s) size is:{len(result)}\n')
-PythonModelInstance._check_result = _check_result
 
 # %% ../nbs/04a_python_backend.ipynb #995e54e7
+@patch
 def _run_batch(self:PythonModelInstance, requests:list):
     "Run one batch through the model; returns core responses (or None for decoupled models)."
     t0 = time.perf_counter_ns()
@@ -173,8 +175,8 @@ def _run_batch(self:PythonModelInstance, requests:list):
     out = None if self.decoupled else self._responses(requests, result)
     self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
     return out
-PythonModelInstance._run_batch = _run_batch
 
+@patch
 def _responses(self:PythonModelInstance, requests:list, result):
     "One core response per request; requests the model already answered through its sender are left alone."
     if result is None:
@@ -182,32 +184,32 @@ def _responses(self:PythonModelInstance, requests:list, result):
                                 'return a list with one InferenceResponse per request\n')
         return self._deliver(requests, [InferenceResponse(error=missing) for _ in requests])
     return self._deliver(requests, [self._response(r, pb) for r, pb in zip(requests, result)])
-PythonModelInstance._responses = _responses
 
+@patch
 def _deliver(self:PythonModelInstance, requests:list, out:list):
     "Return `out` for the scheduler to deliver, unless the sender answered some requests: then send the rest here."
     if not any(r.done for r in requests): return out
     for r, resp in zip(requests, out):
         if not r.done: r.send(resp, True)
     return None
-PythonModelInstance._deliver = _deliver
 
 # %% ../nbs/04a_python_backend.ipynb #9b6c4d6f
+@patch
 def _response(self:PythonModelInstance, req, pb_resp):
     keep = self._declared_set if req.requested_outputs is None else self._declared_set.intersection(req.requested_outputs)
     if not isinstance(pb_resp, pb_utils.InferenceResponse):
         return InferenceResponse(error=self._failure(f'Expected an InferenceResponse, got {type(pb_resp).__name__}'))
     return pb_utils.to_core_response(pb_resp, keep)
-PythonModelInstance._response = _response
 
+@patch
 def _fail_all(self:PythonModelInstance, requests, err):
     "Fail every request of a batch; requests that already ended (through their sender) keep their responses."
     if not self.decoupled: return self._deliver(requests, [InferenceResponse(error=err) for _ in requests])
     for r in requests:
         if not r.done: r.send(InferenceResponse(error=err), True)
-PythonModelInstance._fail_all = _fail_all
 
-def _finalize(self:PythonModelInstance):
+@patch
+def finalize(self:PythonModelInstance):
     "Call the model's finalize, then stop the instance's event loop (its metric families stay, as in Triton)."
     try:
         if hasattr(self.model, 'finalize'): self._call(self.model.finalize)
@@ -215,7 +217,6 @@ def _finalize(self:PythonModelInstance):
         release_model_module(self._module)
         pb_utils._abandon_families(self.context)
         if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
-PythonModelInstance.finalize = _finalize
 
 # %% ../nbs/04a_python_backend.ipynb #bf7cae27
 class PythonBackend(Backend):

@@ -9,6 +9,7 @@ from collections import deque
 from pathlib import Path
 import numpy as np
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 
 from .tensors import TritonError
 from .model_config import ModelConfig
@@ -70,6 +71,7 @@ class ModelStatistics:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 # %% ../nbs/05_scheduler.ipynb #e313d454
+@patch
 def _count_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:int, reason:str):
     "Count one finished request (the lock is held): outcome, duration, latency bucket, queue time."
     (self.success if ok else self.fail).add(now_ns - req.arrival_ns)
@@ -80,18 +82,18 @@ def _count_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:i
     if i < len(self.latency_buckets): self.latency_buckets[i] += 1
     if ok and req.queue_end_ns: self.queue.add(req.queue_end_ns - req.arrival_ns)
     self.last_inference_ms = time.time_ns() // 1_000_000
-ModelStatistics._count_request = _count_request
 
-def _record_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:int, reason:str='BACKEND'):
+@patch
+def record_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:int, reason:str='BACKEND'):
     "Count one finished request: success or failure, its total duration and (if it ran) its time in the queue."
     with self.lock: self._count_request(req, ok, now_ns, reason)
-ModelStatistics.record_request = _record_request
 
-def _record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int):
+@patch
+def record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int):
     "Count one successful execution of `batch_size` inferences with its (input, infer, output) ns."
     with self.lock: self._count_execution(batch_size, timing, n_requests)
-ModelStatistics.record_execution = _record_execution
 
+@patch
 def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int, ok:bool=True):
     self.execution_count += 1
     bs = self.batch_stats.setdefault(batch_size, [Duration(), Duration(), Duration()])
@@ -99,14 +101,13 @@ def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_reque
     if not ok: return
     self.inference_count += batch_size
     for d, ns in zip((self.compute_input, self.compute_infer, self.compute_output), timing): d.add(ns * n_requests, n_requests)
-ModelStatistics._count_execution = _count_execution
 
-def _record_batch(self:ModelStatistics, batch:list, timing:tuple, ok:bool, now_ns:int):
+@patch
+def record_batch(self:ModelStatistics, batch:list, timing:tuple, ok:bool, now_ns:int):
     "One execution and its requests, under one lock. A failed execution counts (and in batch_stats), its inferences and compute time do not."
     with self.lock:
         self._count_execution(sum(r.batch_size for r in batch), timing, len(batch), ok)
         for r in batch: self._count_request(r, ok, now_ns, 'BACKEND')
-ModelStatistics.record_batch = _record_batch
 
 # %% ../nbs/05_scheduler.ipynb #babae59f
 def next_batch(sizes:list,           # batch size of each queued request, in queue order
@@ -167,6 +168,7 @@ def execute_failure(inst:ModelInstance, e:BaseException) -> TritonError:
     return TritonError(text, 'INTERNAL')
 
 # %% ../nbs/05_scheduler.ipynb #f6d3eeeb
+@patch
 def _run(self:Scheduler, inst:ModelInstance, batch:list):
     "Execute one batch on `inst`, record statistics, deliver the responses."
     start = self.clock()
@@ -185,7 +187,6 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses): _deliver(r, resp)
-Scheduler._run = _run
 
 def _log_failure(inst:ModelInstance, batch:list, responses):
     "Log a failed execution with the error its requests get (as Triton's Python stub does)."
@@ -199,6 +200,7 @@ def _deliver(req:InferenceRequest, resp:InferenceResponse):
     except Exception: log.exception(f"failed to deliver the response of request '{req.id}' for model '{req.model_name}'")
 
 # %% ../nbs/05_scheduler.ipynb #552ea077
+@patch
 def _worker(self:Scheduler, inst:ModelInstance):
     while (batch := self._take()) is not None:
         self._running[inst.name] = batch
@@ -209,13 +211,13 @@ def _worker(self:Scheduler, inst:ModelInstance):
             e.__traceback__ = None
         finally: self._running.pop(inst.name, None)
         del batch            # an idle worker must not keep its last batch (and its tensors) alive
-Scheduler._worker = _worker
 
 # %% ../nbs/05_scheduler.ipynb #a1209fc6
 class SchedulerStopped(TritonError):
     "A request reached a scheduler that stopped (its version is being unloaded): the caller may look again."
 
-def _stop(self:Scheduler, timeout:float|None=None) -> list:
+@patch
+def stop(self:Scheduler, timeout:float|None=None) -> list:
     "Refuse new requests, let the workers drain the queue (for at most `timeout` s); returns the instances abandoned."
     with self._cond:
         self._stopping = True
@@ -228,13 +230,13 @@ def _stop(self:Scheduler, timeout:float|None=None) -> list:
     stuck = [inst for t, inst in alive if t.is_alive()]
     if stuck: self._abandon(stuck, timeout)
     return stuck
-Scheduler.stop = _stop
 
-def _accepting(self:Scheduler, req:InferenceRequest):
+@patch
+def _check_accepting(self:Scheduler, req:InferenceRequest):
     if self._stopping: raise SchedulerStopped(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
-Scheduler._check_accepting = _accepting
 
 # %% ../nbs/05_scheduler.ipynb #bba39f05
+@patch
 def _abandon(self:Scheduler, stuck:list, timeout):
     "Fail the queued requests and those of the hung executions; log which instances are left behind."
     with self._cond: queued = self._drain()
@@ -249,7 +251,6 @@ def _abandon(self:Scheduler, stuck:list, timeout):
         hung = TritonError(f"model '{self.config.name}' stopped while this request was executing on '{inst.name}', "
                            f"which did not return within {timeout:g} s", 'UNAVAILABLE')
         for r in self._running.get(inst.name, ()): _deliver(r, InferenceResponse(error=hung))
-Scheduler._abandon = _abandon
 
 # %% ../nbs/05_scheduler.ipynb #0e55aae9
 class DefaultScheduler(Scheduler):
@@ -355,23 +356,24 @@ class DynamicBatcher(Scheduler):
         return batches
 
 # %% ../nbs/05_scheduler.ipynb #7484583f
+@patch
 def _level(self:DynamicBatcher, req:InferenceRequest) -> int:
     "The queue a request goes to: its priority, or the default level when that is 0 or above `priority_levels`."
     if self.levels == 1: return 1
     if not req.priority or req.priority > self.levels: return self.default_level
     return req.priority
-DynamicBatcher._level = _level
 
 # %% ../nbs/05_scheduler.ipynb #3ed0ac9e
+@patch
 def _deadline(self:DynamicBatcher, req:InferenceRequest, policy) -> int | None:
     "When the queue policy's timeout runs out for `req` (None: never)."
     if policy is None: return None
     t = policy.default_timeout_microseconds
     if policy.allow_timeout_override and req.timeout_us and t and req.timeout_us < t: t = req.timeout_us
     return req.arrival_ns + t * 1000 if t else None
-DynamicBatcher._deadline = _deadline
 
-def _db_enqueue(self:DynamicBatcher, req:InferenceRequest):
+@patch
+def enqueue(self:DynamicBatcher, req:InferenceRequest):
     "Queue a request, or reject it at once when its priority level's queue is full."
     lvl = self._level(req)
     policy = self._policies[lvl]
@@ -387,7 +389,6 @@ def _db_enqueue(self:DynamicBatcher, req:InferenceRequest):
         self.stats.pending += 1
         self._cond.notify()
         if entry.deadline is not None and self._reaper is not None: self._reaper_due(entry.deadline)
-DynamicBatcher.enqueue = _db_enqueue
 
 def _delayed_start(q) -> int:
     "Index of the first DELAYed (expired) entry: they are all at the end of a queue (Triton's delayed queue)."
@@ -396,6 +397,7 @@ def _delayed_start(q) -> int:
     return i
 
 # %% ../nbs/05_scheduler.ipynb #e7402282
+@patch
 def _expire(self:DynamicBatcher, now:int):
     "Apply the queue policies' timeouts (called with the lock held); returns rejected requests."
     rejected = []
@@ -411,10 +413,10 @@ def _expire(self:DynamicBatcher, now:int):
         q.clear(); q.extend(keep + late)
     self.stats.pending -= len(rejected)
     return rejected
-DynamicBatcher._expire = _expire
 
 # %% ../nbs/05_scheduler.ipynb #7752f8be
-def _take_batch(self:DynamicBatcher):
+@patch
+def _take(self:DynamicBatcher):
     "Block until a batch is ready (by the rule), then remove it from the queues and return it."
     with self._cond:
         while True:
@@ -429,9 +431,9 @@ def _take_batch(self:DynamicBatcher):
                                     self.preferred, waited, self.max_delay_ns if not self._stopping else 0)
             if n: return self._pop(n)
             self._cond.wait(wait_ns / 1e9)
-DynamicBatcher._take = _take_batch
 
 # %% ../nbs/05_scheduler.ipynb #dea33fea
+@patch
 def _head(self:DynamicBatcher) -> list:
     "The first requests in priority order: enough to fill any batch, plus one to see if it can grow."
     out = []
@@ -440,46 +442,46 @@ def _head(self:DynamicBatcher) -> list:
             out.append(e)
             if len(out) > self.max_batch_size: return out
     return out
-DynamicBatcher._head = _head
 
+@patch
 def _pop(self:DynamicBatcher, n:int) -> list:
     batch = []
     for q in self._queues.values():
         while q and len(batch) < n: batch.append(q.popleft().req)
     self.stats.pending -= len(batch)
     return batch
-DynamicBatcher._pop = _pop
 
+@patch
 def _reject_timeout(self:DynamicBatcher, req, now):
     self.stats.record_request(req, False, now, 'REJECTED')
     _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
-DynamicBatcher._reject_timeout = _reject_timeout
 
-def _db_drain(self:DynamicBatcher) -> list:
+@patch
+def _drain(self:DynamicBatcher) -> list:
     "Remove and return every queued request (the lock is held)."
     out = [e.req for q in self._queues.values() for e in q]
     for q in self._queues.values(): q.clear()
     self.stats.pending -= len(out)
     return out
-DynamicBatcher._drain = _db_drain
 
 # %% ../nbs/05_scheduler.ipynb #a7046b9a
-def _db_start(self:DynamicBatcher):
+@patch
+def start(self:DynamicBatcher):
     "Start the workers, and the reaper when some queue policy has a timeout."
     Scheduler.start(self)
     if any(p is not None and p.default_timeout_microseconds for p in self._policies.values()):
         self._reaper = (threading.Condition(self._lock), [])
         threading.Thread(target=self._reap, name=f'triton_mini:{self.config.name}:reaper', daemon=True).start()
     return self
-DynamicBatcher.start = _db_start
 
+@patch
 def _reaper_due(self:DynamicBatcher, deadline:int):
     "Tell the reaper about a deadline (the lock is held); it is woken only if that is its earliest."
     cond, heap = self._reaper
     heapq.heappush(heap, deadline)
     if heap[0] == deadline: cond.notify()
-DynamicBatcher._reaper_due = _reaper_due
 
+@patch
 def _reap(self:DynamicBatcher):
     "Reject (or delay) expired requests at their deadlines, until the batcher stops."
     cond, heap = self._reaper
@@ -489,7 +491,6 @@ def _reap(self:DynamicBatcher):
             while heap and heap[0] <= now: heapq.heappop(heap)
             for r in self._expire(now): self._reject_timeout(r, now)
             cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
-DynamicBatcher._reap = _reap
 
 # %% ../nbs/05_scheduler.ipynb #6aa71666
 def create_scheduler(config:ModelConfig, instances:list, stats:ModelStatistics|None=None) -> Scheduler | DynamicBatcher:

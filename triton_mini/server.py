@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import triton_mini
+from fastcore.basics import patch
 from .tensors import (TritonError, request_prefix, wire_from_numpy, config_to_wire, format_shape, full_shape,
                                  np_dtype, apply_reshape)
 from .model_config import ConfigError, ModelConfig
@@ -162,7 +163,8 @@ class TritonServer:
     def __repr__(self): return f'TritonServer({self.repository!r})'
 
 # %% ../nbs/07_server.ipynb #c49150de
-def _complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:bool=True) -> ModelConfig:
+@patch
+def complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:bool=True) -> ModelConfig:
     "The repository's hook: resolve the backend, auto-complete, fill Triton's defaults."
     name = Path(model_dir).name
     if cfg.platform == 'ensemble':
@@ -178,10 +180,10 @@ def _complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:
     if auto_complete and backend is not None:
         cfg = autofill_config(backend.auto_complete_config(cfg, model_dir), name, backend=backend_name, default_model_filename=fname or None)
     return cfg
-TritonServer.complete = _complete
 
 # %% ../nbs/07_server.ipynb #50fc63c6
-def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> LoadedModel:
+@patch
+def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> LoadedModel:
     "The repository's hook: build a READY LoadedModel for one version, or raise."
     stats = ModelStatistics()
     check_config_paths(cfg, model_dir, version)       # every file the config names stays inside the model folder
@@ -202,7 +204,6 @@ def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Lo
         for inst in instances: inst.finalize()
         raise
     return m
-TritonServer.load = _load
 
 def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
     "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
@@ -216,11 +217,11 @@ def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
         out[o.name] = path.read_text(errors='replace').splitlines()
     return out
 
+@patch
 def _lookup_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig | None:
     "The config of a READY model version (None if there is none): what ensembles check against."
     try: return self.repository.get(name, version).config
     except TritonError: return None
-TritonServer._lookup_config = _lookup_config
 
 # %% ../nbs/07_server.ipynb #db40db33
 def _warmup_inputs(m:LoadedModel, w) -> dict:
@@ -238,6 +239,7 @@ def _warmup_inputs(m:LoadedModel, w) -> dict:
         inputs[name] = arr
     return inputs
 
+@patch
 def _warmup(self:TritonServer, m:LoadedModel):
     "Run the config's warmup requests on a version that is about to become READY."
     for w in m.config.model_warmup:
@@ -248,12 +250,12 @@ def _warmup(self:TritonServer, m:LoadedModel):
             m.scheduler.enqueue(req)
             resp = req.response_callback.wait()
             if resp and resp[0].error is not None: raise resp[0].error
-TritonServer._warmup = _warmup
 
 # %% ../nbs/07_server.ipynb #ae32ad9c
 _RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
 
-def _submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
+@patch
+def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     "Validate `req` and queue it on the version that serves it; responses go to `req.response_callback`."
     asked, inputs = req.model_version, req.inputs
     m = self.repository.get(req.model_name, asked)
@@ -268,33 +270,37 @@ def _submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
             if new is m: raise
             m, req.inputs = new, inputs                        # validated again, against the version serving now
     raise TritonError(f"Request for unknown model: '{req.model_name}' has no available versions", 'NOT_FOUND')
-TritonServer.submit = _submit
 
 # %% ../nbs/07_server.ipynb #fba3d531
-def _start(self:TritonServer, poll_interval_s:float=15.0) -> dict:
+@patch
+def start(self:TritonServer, poll_interval_s:float=15.0) -> dict:
     "Load the startup models; returns {model: error} for the ones that failed."
     failures = self.repository.load()
     if self.repository.control_mode == 'poll': self._poller = self.repository.start_polling(poll_interval_s)
     self._started = True
     return failures
-TritonServer.start = _start
 
-def _stop(self:TritonServer, timeout:float|None=None) -> list:
+@patch
+def stop(self:TritonServer, timeout:float|None=None) -> list:
     "Stop polling and unload every model (in-flight requests finish first, for at most `timeout` s); returns what hung."
     if self._poller is not None: self._poller.set()
     stuck = self.repository.unload_all(timeout)
     self.repository.remove_overrides()      # the files load requests sent go with their models
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]
-TritonServer.stop = _stop
 
 def _in_flight(handle) -> int:
     "Requests still executing in a version's instances."
     running = getattr(getattr(handle, 'scheduler', None), '_running', None) or {}
     return sum(len(batch) for batch in list(running.values()))
 
-TritonServer.__enter__ = lambda self: (self.start(), self)[1]
-TritonServer.__exit__ = lambda self, *exc: self.stop()
+@patch
+def __enter__(self:TritonServer):
+    self.start()
+    return self
+
+@patch
+def __exit__(self:TritonServer, *exc): self.stop()
 
 # %% ../nbs/07_server.ipynb #f93923ab
 def _as_input(v) -> np.ndarray:
@@ -303,14 +309,15 @@ def _as_input(v) -> np.ndarray:
     elif arr.dtype.kind == 'S': arr = arr.astype(object)
     return arr
 
+@patch
 def _request(self:TritonServer, model_name, inputs, callback, model_version=-1, outputs=None, parameters=None, id='',
              priority=0, timeout_us=0) -> InferenceRequest:
     return InferenceRequest(model_name, {k: _as_input(v) for k, v in inputs.items()}, model_version=model_version, id=id,
                             requested_outputs=list(outputs) if outputs is not None else None, parameters=dict(parameters or {}),
                             priority=priority, timeout_us=timeout_us, response_callback=callback)
-TritonServer._request = _request
 
-def _infer(self:TritonServer, model_name:str, inputs:dict, *, timeout:float|None=None, **kw) -> InferenceResponse:
+@patch
+def infer(self:TritonServer, model_name:str, inputs:dict, *, timeout:float|None=None, **kw) -> InferenceResponse:
     "Run one request and wait for its response (raises the request's TritonError)."
     w = ResponseWaiter()
     req = self._request(model_name, inputs, w, **kw)
@@ -320,10 +327,10 @@ def _infer(self:TritonServer, model_name:str, inputs:dict, *, timeout:float|None
     if resp.error is not None: raise resp.error
     resp.model_name, resp.model_version, resp.id = model_name, req.model_version, req.id
     return resp
-TritonServer.infer = _infer
 
 # %% ../nbs/07_server.ipynb #dd927cc5
-def _infer_batch(self:TritonServer, model_name:str, inputs_list:list, *, timeout:float|None=None, **kw) -> list:
+@patch
+def infer_batch(self:TritonServer, model_name:str, inputs_list:list, *, timeout:float|None=None, **kw) -> list:
     "Submit several requests at once (so they can be batched), wait for all; responses in order."
     waiters = [ResponseWaiter() for _ in inputs_list]
     reqs = [self._request(model_name, inputs, w, **kw) for inputs, w in zip(inputs_list, waiters)]
@@ -335,7 +342,6 @@ def _infer_batch(self:TritonServer, model_name:str, inputs_list:list, *, timeout
         resp.model_name, resp.model_version = model_name, r.model_version
         out.append(resp)
     return out
-TritonServer.infer_batch = _infer_batch
 
 # %% ../nbs/07_server.ipynb #94ab12f5
 def call_in_loop(loop, fn, *args):
@@ -345,7 +351,8 @@ def call_in_loop(loop, fn, *args):
     except RuntimeError: pass   # closed between the check and the call
 
 # %% ../nbs/07_server.ipynb #c32ef613
-async def _async_infer(self:TritonServer, model_name:str, inputs:dict, **kw) -> InferenceResponse:
+@patch
+async def async_infer(self:TritonServer, model_name:str, inputs:dict, **kw) -> InferenceResponse:
     "`infer` for asyncio: awaits the response without blocking the event loop."
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
@@ -357,9 +364,9 @@ async def _async_infer(self:TritonServer, model_name:str, inputs:dict, **kw) -> 
     if resp.error is not None: raise resp.error
     resp.model_name, resp.model_version, resp.id = model_name, req.model_version, req.id
     return resp
-TritonServer.async_infer = _async_infer
 
-async def _stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
+@patch
+async def stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
     "Yield each response of a (decoupled) model as it arrives; the stream ends with the final flag."
     loop, queue = asyncio.get_running_loop(), asyncio.Queue()
     req = self._request(model_name, inputs, lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final)), **kw)
@@ -371,11 +378,13 @@ async def _stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
             resp.model_name, resp.model_version = model_name, req.model_version
             yield resp
         if final: return
-TritonServer.stream_infer = _stream_infer
 
 # %% ../nbs/07_server.ipynb #3ae26857
-def _is_live(self:TritonServer) -> bool: return True
-def _is_ready(self:TritonServer) -> bool:
+@patch
+def is_live(self:TritonServer) -> bool: return True
+
+@patch
+def is_ready(self:TritonServer) -> bool:
     "Ready when started and (strict readiness) every model that was meant to load is READY."
     if not self._started: return False
     if not self.strict_readiness: return True
@@ -383,26 +392,29 @@ def _is_ready(self:TritonServer) -> bool:
         if e.poll_error is not None or e.load_error is not None: return False
         if any(st.state == UNAVAILABLE and st.reason != 'unloaded' for st in e.versions.values()): return False
     return True
-TritonServer.is_live, TritonServer.is_ready = _is_live, _is_ready
 
-def _model_ready(self:TritonServer, name:str, version:int=-1) -> bool:
+@patch
+def model_ready(self:TritonServer, name:str, version:int=-1) -> bool:
     try: self.repository.get(name, version); return True
     except TritonError: return False
-TritonServer.model_ready = _model_ready
-TritonServer.is_model_ready = lambda self, name, version='': self.model_ready(name, int(version) if str(version).strip() else -1)
+@patch
+def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
+    "`model_ready` with the version as a string, as pb_utils.is_model_ready passes it ('' = any)."
+    return self.model_ready(name, int(version) if str(version).strip() else -1)
 
 # %% ../nbs/07_server.ipynb #d48a967c
 _EXTENSIONS = ['classification', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
                'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
 
-def _server_metadata(self:TritonServer) -> dict:
+@patch
+def server_metadata(self:TritonServer) -> dict:
     return {'name': self.id, 'version': self.version, 'extensions': list(_EXTENSIONS)}
-TritonServer.server_metadata = _server_metadata
 
 def _tensor_meta(t, mbs):
     return {'name': t.name, 'datatype': config_to_wire(t.data_type), 'shape': full_shape(list(t.dims), mbs)}
 
-def _model_metadata(self:TritonServer, name:str, version:int=-1) -> dict:
+@patch
+def model_metadata(self:TritonServer, name:str, version:int=-1) -> dict:
     "Triton's model metadata: name, READY versions, platform, inputs and outputs as clients must send them."
     m = self.repository.get(name, version)
     cfg = m.config
@@ -410,12 +422,11 @@ def _model_metadata(self:TritonServer, name:str, version:int=-1) -> dict:
     return {'name': name, 'versions': versions, 'platform': cfg.platform or cfg.backend,
             'inputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.input],
             'outputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.output]}
-TritonServer.model_metadata = _model_metadata
 
-def _model_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig:
+@patch
+def model_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig:
     "The complete (autofilled) config of a READY version; `.to_json()` is what Triton returns."
     return self.repository.get(name, version).config
-TritonServer.model_config = _model_config
 
 # %% ../nbs/07_server.ipynb #9d27951a
 def _version_stats(name:str, m:LoadedModel) -> dict:
@@ -432,7 +443,8 @@ def _version_stats(name:str, m:LoadedModel) -> dict:
                                  'compute_output': d[2].to_dict()} for bs, d in sorted(s.batch_stats.items())],
                 'memory_usage': []}
 
-def _statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
+@patch
+def statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
     "Triton's `/v2/models[/NAME[/versions/V]]/stats` body."
     ready = self.repository._ready
     if name is None: return {'model_stats': [_version_stats(n, m) for n in sorted(ready) for _, m in sorted(ready[n].items())]}
@@ -440,24 +452,26 @@ def _statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
     if version is None or version < 0: return {'model_stats': [_version_stats(name, m) for _, m in sorted(ready[name].items())]}
     if version not in ready[name]: raise TritonError(f"requested model version is not available for model '{name}'")
     return {'model_stats': [_version_stats(name, ready[name][version])]}
-TritonServer.statistics = _statistics
 
 # %% ../nbs/07_server.ipynb #48dd7b3b
-def _load_model(self:TritonServer, name:str, config:str|None=None, files:dict|None=None):
+@patch
+def load_model(self:TritonServer, name:str, config:str|None=None, files:dict|None=None):
     "Load or reload `name` (explicit mode); `config` is a JSON ModelConfig overriding config.pbtxt."
     self.repository.load_model(name, config=config, files=files)
-TritonServer.load_model = _load_model
 
-def _unload_model(self:TritonServer, name:str, unload_dependents:bool=False):
+@patch
+def unload_model(self:TritonServer, name:str, unload_dependents:bool=False):
     self.repository.unload_model(name, unload_dependents=unload_dependents)
-TritonServer.unload_model = _unload_model
 
-TritonServer.repository_index = lambda self, ready=False: self.repository.index(ready=ready)
+@patch
+def repository_index(self:TritonServer, ready:bool=False) -> list:
+    "Triton's repository index: every model and version with its state (only READY ones if `ready`)."
+    return self.repository.index(ready=ready)
 
 # %% ../nbs/07_server.ipynb #b97b408e
-def _serve_http(self:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
+@patch
+def serve_http(self:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
     "Serve this (started) server over HTTP and metrics until SIGINT/SIGTERM."
     from triton_mini.cli import serve
     if not self._started: self.start()
     serve(self, host, port, metrics_port, exit_timeout_secs)
-TritonServer.serve_http = _serve_http
