@@ -241,6 +241,9 @@ class PythonBackend(Backend):
             if not hasattr(cls, 'auto_complete_config'): return config
             try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
             except Exception as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
+            if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
+                raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
+                                  "return a valid pb.ModelConfig object.", stage='load', code='Internal')
             return ModelConfig.from_dict(done.as_dict())
         finally: release_model_module(module)
 
