@@ -24,7 +24,7 @@ from .ensemble import EnsembleScheduler, validate_ensemble_graph
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'read_labels', 'call_in_loop']
+__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'check_runtime', 'read_labels', 'call_in_loop']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -192,6 +192,7 @@ def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Lo
         return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
     backend_name = self.backends.backend_name_for(cfg, model_dir)
     backend = self.backends.get(backend_name)
+    check_runtime(cfg, backend_name)
     instances = create_instances(backend, cfg, Path(model_dir), version)
     m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
@@ -203,6 +204,15 @@ def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Lo
         raise
     return m
 TritonServer.load = _load
+
+def check_runtime(cfg:ModelConfig, backend_name:str):
+    "The `runtime` field names the backend's library: ours are built in, so only their own names (or model.py) resolve."
+    rt = cfg.runtime
+    if not rt: return
+    if os.path.normpath(os.path.join('backend', rt)).split(os.sep)[0] != 'backend' or os.path.isabs(rt):
+        raise TritonError(f"backend library name '{rt}' escapes backend directory", 'INVALID_ARG')
+    if rt not in (f'libtriton_{backend_name}.so', 'model.py'):
+        raise TritonError(f"unable to find backend library '{rt}' for model '{cfg.name}'", 'NOT_FOUND')
 
 def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
     "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
