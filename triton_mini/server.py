@@ -19,6 +19,7 @@ from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, Iden
                                  ClassificationBackend, LLMBackend)
 from .python_backend import PythonBackend
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
+from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,8 @@ def _load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Lo
     instances = create_instances(backend, cfg, Path(model_dir), version)
     m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
-        m.scheduler = create_scheduler(cfg, instances, stats).start()
+        m.scheduler = (SequenceBatcher(cfg, instances, stats, model_dir=Path(model_dir)) if cfg.sequence_batching is not None
+                       else create_scheduler(cfg, instances, stats)).start()
         self._warmup(m)
     except BaseException:
         if m.scheduler is not None: m.scheduler.stop()
@@ -304,10 +306,12 @@ def _as_input(v) -> np.ndarray:
     return arr
 
 def _request(self:TritonServer, model_name, inputs, callback, model_version=-1, outputs=None, parameters=None, id='',
-             priority=0, timeout_us=0) -> InferenceRequest:
+             priority=0, timeout_us=0, sequence_id=0, sequence_start=False, sequence_end=False) -> InferenceRequest:
+    "The core request of an in-process call; `sequence_*` are the sequence extension's parameters."
+    flags = (SEQUENCE_START if sequence_start else 0) | (SEQUENCE_END if sequence_end else 0)
     return InferenceRequest(model_name, {k: _as_input(v) for k, v in inputs.items()}, model_version=model_version, id=id,
                             requested_outputs=list(outputs) if outputs is not None else None, parameters=dict(parameters or {}),
-                            priority=priority, timeout_us=timeout_us, response_callback=callback)
+                            priority=priority, timeout_us=timeout_us, correlation_id=sequence_id, flags=flags, response_callback=callback)
 TritonServer._request = _request
 
 def _infer(self:TritonServer, model_name:str, inputs:dict, *, timeout:float|None=None, **kw) -> InferenceResponse:
@@ -392,7 +396,7 @@ TritonServer.model_ready = _model_ready
 TritonServer.is_model_ready = lambda self, name, version='': self.model_ready(name, int(version) if str(version).strip() else -1)
 
 # %% ../nbs/07_server.ipynb #d48a967c
-_EXTENSIONS = ['classification', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
+_EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
                'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
 
 def _server_metadata(self:TritonServer) -> dict:
