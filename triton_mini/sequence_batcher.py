@@ -82,7 +82,7 @@ class Sequence:
 
 @dataclass(eq=False)
 class Pool:
-    "Batch slots that one worker (direct) or every worker (oldest) forms batches from."
+    "The batch slots of one instance: its worker forms batches from them."
     slots: list
     def free(self) -> int: return next((i for i, s in enumerate(self.slots) if s is None), -1)
     def __repr__(self): return f'Pool({[s.corrid if s else None for s in self.slots]})'
@@ -100,14 +100,12 @@ class SequenceBatcher(Scheduler):
 
     def _init_queue(self):
         n, mbs = max(len(self.instances), 1), max(self.config.max_batch_size, 1)
-        if self.oldest:
-            shared = Pool([None] * (self.sb.oldest.max_candidate_sequences or n * mbs))
-            self.pools = [shared] * n
-        else: self.pools = [Pool([None] * mbs) for _ in range(n)]
+        size = (self.sb.oldest.max_candidate_sequences or mbs) if self.oldest else mbs
+        self.pools = [Pool([None] * size) for _ in range(n)]   # a sequence stays on one instance, in both strategies
         self.sequences, self.backlog, self._tls, self.pending_n = {}, deque(), threading.local(), 0
 
     def __repr__(self):
-        slots = sum(len(p.slots) for p in {id(p): p for p in self.pools}.values())
+        slots = sum(len(p.slots) for p in self.pools)
         return f"SequenceBatcher({self.config.name!r}, {'oldest' if self.oldest else 'direct'}, slots={slots}, live={len(self.sequences)})"
 
 # %% ../nbs/05b_sequence_batcher.ipynb #eb3ead96
@@ -143,7 +141,7 @@ SequenceBatcher.enqueue = _enqueue
 
 def _assign(self:SequenceBatcher, seq:Sequence):
     "Give `seq` a free slot (the least-used pool first), else put it in the backlog."
-    for pool in sorted({id(p): p for p in self.pools}.values(), key=lambda p: sum(s is not None for s in p.slots)):
+    for pool in sorted(self.pools, key=lambda p: sum(s is not None for s in p.slots)):
         if (i := pool.free()) >= 0:
             pool.slots[i], seq.pool, seq.slot = seq, pool, i
             return
