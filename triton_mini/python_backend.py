@@ -78,6 +78,9 @@ def initialize_args(args:InstanceArgs) -> dict:
 # %% ../nbs/04a_python_backend.ipynb #87866ea0
 class PythonModelInstance(ModelInstance):
     "One instance of a Python-backend model: a `TritonPythonModel` object and its module."
+    # Triton 2.51's Python backend never updates implicit state: a returned state output is an ordinary output
+    # (sent to the client when declared, else dropped) and every request gets the initial state (tests/test_sequence.py)
+    updates_state = False
     def __init__(self, args:InstanceArgs, server=None, metric_families=None):
         super().__init__(args)
         cfg = args.config
@@ -87,8 +90,6 @@ class PythonModelInstance(ModelInstance):
         self.decoupled = bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
         self.declared = [o.name for o in cfg.output]
         self._declared_set = set(self.declared)
-        sb = cfg.sequence_batching        # implicit state outputs go back to the sequence batcher, not the client
-        self._state_outputs = {st.output_name for st in sb.state} if sb is not None else set()
         self.context = pb_utils.ModelContext(args.model_name, args.version_dir, server,
                                              metric_families if metric_families is not None else [], self.name)
         self.timing, self._loop = (0, 0, 0), None
@@ -197,7 +198,6 @@ PythonModelInstance._deliver = _deliver
 # %% ../nbs/04a_python_backend.ipynb #9b6c4d6f
 def _response(self:PythonModelInstance, req, pb_resp):
     keep = self._declared_set if req.requested_outputs is None else self._declared_set.intersection(req.requested_outputs)
-    keep = keep | self._state_outputs
     if not isinstance(pb_resp, pb_utils.InferenceResponse):
         return InferenceResponse(error=self._failure(f'Expected an InferenceResponse, got {type(pb_resp).__name__}'))
     return pb_utils.to_core_response(pb_resp, keep)

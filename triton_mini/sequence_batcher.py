@@ -49,7 +49,8 @@ def controls(config:ModelConfig) -> list:
 def control_tensor(c:Control, corrid, flags:int, ready:bool, batching:bool) -> np.ndarray:
     "The tensor control `c` holds for a request with this correlation id and flags (ready=False: a filler)."
     if c.kind == 'CORRID':
-        value = str(corrid).encode() if c.dtype == np.object_ else corrid
+        if c.dtype == np.object_: value = str(corrid).encode()
+        else: value = 0 if isinstance(corrid, str) else corrid   # Triton 2.51 accepts a string id here, the tensor says 0
     else:
         on = {'START': flags & SEQUENCE_START, 'END': flags & SEQUENCE_END, 'READY': ready}[c.kind]
         value = c.true if on else c.false
@@ -95,6 +96,8 @@ class SequenceBatcher(Scheduler):
         sb = config.sequence_batching
         self.sb, self.controls, self.oldest = sb, controls(config), sb.oldest is not None
         self.model_dir = model_dir
+        # a backend that does not update implicit state (Triton's Python backend) gets the initial state every time
+        self.carries_state = all(getattr(i, 'updates_state', True) for i in instances)
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
         super().__init__(config, instances, stats, clock)
 
@@ -116,9 +119,6 @@ def _check(self:SequenceBatcher, req:InferenceRequest):
         raise TritonError(f"inference request to model '{name}' must specify a non-zero or non-empty correlation ID")
     if req.batch_size != 1:
         raise TritonError(f"inference request to model '{name}' must specify batch-size 1 due to requirements of sequence batcher")
-    corr = next((c for c in self.controls if c.kind == 'CORRID'), None)
-    if corr is not None and isinstance(cid, str) and corr.dtype != np.object_:
-        raise TritonError(f"sequence batching control '{corr.name}' of model '{name}' expects a numeric correlation ID, got the string '{cid}'")
     if not req.flags & SEQUENCE_START and cid not in self.sequences:
         raise TritonError(f"inference request for sequence {cid} to model '{name}' must specify the START flag on the first request of the sequence")
 SequenceBatcher._check = _check
@@ -188,7 +188,8 @@ def _prepare(self:SequenceBatcher, seq:Sequence) -> InferenceRequest:
     self.stats.pending -= 1
     seq.busy, batching = True, self.config.max_batch_size > 0
     extra = {c.name: control_tensor(c, req.correlation_id, req.flags, True, batching) for c in self.controls}
-    if req.flags & SEQUENCE_START: seq.state = {s.input_name: initial_state(s, self.model_dir, batching) for s in self.sb.state}
+    if req.flags & SEQUENCE_START or not self.carries_state:
+        seq.state = {s.input_name: initial_state(s, self.model_dir, batching) for s in self.sb.state}
     req.inputs = {**req.inputs, **extra, **seq.state}
     self._route(seq, req)
     if req.flags & SEQUENCE_END and not seq.pending: self._release(seq)
@@ -197,7 +198,7 @@ SequenceBatcher._prepare = _prepare
 
 def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
     "Catch the state outputs of `req`'s response before the client sees it; free the sequence when it is final."
-    deliver, states = req.response_callback, self.sb.state
+    deliver, states = req.response_callback, (self.sb.state if self.carries_state else ())
     def routed(r, resp, final):
         if resp is not None and resp.error is None:
             for s in states:
@@ -221,9 +222,8 @@ def _form(self:SequenceBatcher, pool:Pool, ready:list) -> list:
     "The batch for the first `len(ready)` chosen slots (the lock is held)."
     real = {i: self._prepare(s) for i, s in ready}
     if self.oldest: return [real[i] for i, _ in ready]
-    top = max([i for i, s in enumerate(pool.slots) if s is not None] + list(real))
     like = next(iter(real.values()))
-    return [real[i] if i in real else self.filler(like) for i in range(top + 1)]
+    return [real[i] if i in real else self.filler(like) for i in range(max(real) + 1)]
 SequenceBatcher._form = _form
 SequenceBatcher._counted = lambda self, batch: [r for r in batch if '__filler__' not in r.parameters]
 
