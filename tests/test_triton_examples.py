@@ -1,4 +1,4 @@
-"""Triton's own example client programs, run unchanged (only their server URL is pointed at ours): 21 of 37 pass on
+"""Triton's own example client programs, run unchanged (only their server URL is pointed at ours): 31 of 37 pass on
 triton-mini; real Triton 2.51 passes 37 of 37.
 
 The programs are NVIDIA's and are not committed: tritonclient's `src/python/examples/*.py` are read from
@@ -262,8 +262,7 @@ def test_triton_runs_triton_example(ex, verdicts):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('kind', [
-    pytest.param('mini', marks=pytest.mark.xfail(strict=True, reason='sequence batcher missing: the three sequence models '
-                                                 'fail to load (UNSUPPORTED) and --exit-on-error defaults to true (issue 12)')),
+    'mini',
     pytest.param('triton', marks=pytest.mark.oracle)])
 def test_example_repository_starts_with_default_flags(kind, tmp_path):
     "A new user's first step: tritonserver's default flags on the repository the examples expect; every model READY."

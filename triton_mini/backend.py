@@ -158,7 +158,9 @@ def backend_name_for(self:BackendRegistry, config:ModelConfig, model_dir:Path) -
         f = b.default_model_filename
         if f and any((d / f).exists() for d in Path(model_dir).iterdir() if d.is_dir() and d.name.isdigit()):
             return b.name
-    raise TritonError(f"Invalid model name: Could not determine backend for model '{config.name}' with no "
+    folder = Path(model_dir).name
+    if '.' in folder: return folder.rsplit('.', 1)[1]      # Triton's `model.<backend_name>` folder convention
+    raise TritonError(f"Invalid model name: Could not determine backend for model '{config.name or folder}' with no "
                       "backend in model configuration. Expected model name of the form 'model.<backend_name>'.",
                       'INVALID_ARG')
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_cli.ipynb #04d2e29d
 from __future__ import annotations
-import argparse, asyncio, contextlib, dataclasses, logging, os, re, signal, sys, threading, time
+import argparse, asyncio, contextlib, dataclasses, json, logging, os, re, signal, sys, threading, time
 import uvloop
 from datetime import datetime
 from pathlib import Path
@@ -20,9 +20,9 @@ log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
 __all__ = ['log', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits', 'build_parser',
-           'grpc_options', 'check_args', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
-           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
-           'wait_for_http']
+           'grpc_options', 'check_args', 'deprecation_warnings', 'parse_args', 'TritonLogFormatter', 'setup_logging',
+           'model_table', 'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve',
+           'free_port', 'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--model-control-mode', choices=('none', 'poll', 'explicit'), default='none')
     p.add_argument('--repository-poll-secs', type=float, default=15, metavar='SECONDS')
     p.add_argument('--load-model', action='append', default=[], metavar='NAME', help="with explicit mode: load at start ('*' = all)")
-    _bool(p, '--strict-model-config', False, 'require a complete config.pbtxt (no auto-complete)')
+    _bool(p, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
     p.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
     _bool(p, '--strict-readiness', True, 'ready only when every model is ready')
     _bool(p, '--exit-on-error', True, 'exit when a model fails to load at start')
@@ -177,8 +177,20 @@ def check_args(args) -> str | None:
         if not Path(path).is_dir(): return f'error: creating server: Internal - failed to stat file {path}'
     return check_http_security(args)
 
+def deprecation_warnings(args) -> list:
+    "tritonserver's stderr warnings for `--strict-model-config` (deprecated for `--disable-auto-complete-config`)."
+    if args.strict_model_config is None: return []
+    out = ["Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' instead."]
+    if args.disable_auto_complete_config and not args.strict_model_config:
+        out.append("Warning: Overriding deprecated '--strict-model-config' from False to True in favor of "
+                   "'--disable-auto-complete-config'!")
+    return out
+
 def parse_args(argv=None):
-    return build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+    for w in deprecation_warnings(args): print(w, file=sys.stderr)
+    args.strict_model_config = bool(args.strict_model_config or args.disable_auto_complete_config)
+    return args
 
 # %% ../nbs/10_cli.ipynb #244c7803
 class TritonLogFormatter(logging.Formatter):
@@ -193,9 +205,11 @@ class TritonLogFormatter(logging.Formatter):
         letter = self.LETTERS.get(record.levelno, 'I')
         msg = record.getMessage()
         if record.exc_info: msg += '\n' + self.formatException(record.exc_info)
-        head = f'{letter}{when} {record.thread_native_id if hasattr(record, "thread_native_id") else threading.get_native_id()} {record.filename}:{record.lineno}]'
-        if '\n' in msg: return f'{head} \n{msg}'
-        return f'{head} "{msg}"' if not self.iso8601 else f'{when} {letter} {record.filename}:{record.lineno}] {msg}'
+        thread = getattr(record, 'thread_native_id', None) or threading.get_native_id()
+        where = f'{thread} {record.filename}:{record.lineno}]'
+        head = f'{when} {letter} {where}' if self.iso8601 else f'{letter}{when} {where}'
+        if msg.startswith('\n'): return f'{head} {msg}\n'          # a table
+        return f'{head} {json.dumps(msg, ensure_ascii=False)}'
 
 # %% ../nbs/10_cli.ipynb #6779c037
 def setup_logging(args) -> logging.Handler:

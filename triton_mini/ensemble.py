@@ -51,6 +51,8 @@ def validate_ensemble_graph(config:ModelConfig) -> EnsembleGraph:
     for t in outputs:
         if t not in g.producer and t not in inputs: raise TritonError(f"ensemble output '{t}' for ensemble {name}' is not used", 'INVALID_ARG')
     reached = _reachable(g, inputs)
+    for t in outputs:
+        if t not in reached: raise TritonError(_not_written(g, t, name, inputs), 'INVALID_ARG')
     for i in range(len(g.reads)):
         for t in g.reads[i] + g.writes[i]:
             if t not in reached: raise TritonError(f"ensemble tensor '{t}' is unused in ensemble '{name}'", 'INVALID_ARG')
@@ -58,6 +60,17 @@ def validate_ensemble_graph(config:ModelConfig) -> EnsembleGraph:
         for t in g.writes[i]:
             if t not in g.consumers and t not in outputs: raise TritonError(f"ensemble tensor '{t}' is unused in ensemble '{name}'", 'INVALID_ARG')
     return g
+
+def _not_written(g:EnsembleGraph, output:str, name:str, inputs) -> str:
+    "Why an ensemble output can never be produced: a tensor it depends on that nothing writes, or (no tensor named) a cycle."
+    todo, seen = [output], {output}
+    while todo:
+        for t in g.reads[g.producer[todo.pop(0)]]:
+            if t in seen or t in inputs: continue
+            if t not in g.producer:
+                return f"output '{output}' for ensemble '{name}' is not written: at least one of its depending tensors, '{t}', is not connected"
+            seen.add(t); todo.append(t)
+    return f"output '{output}' for ensemble '{name}' is not written"
 
 def _reachable(g:EnsembleGraph, inputs) -> set:
     "Tensors computable from the ensemble inputs (a step runs once all it reads is reachable)."
@@ -95,6 +108,9 @@ def validate_ensemble_models(config:ModelConfig, lookup) -> None:
         for key, t in s.input_map.items():
             if key not in ins: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapping to non-existing input {key} in model {m.name}', 'INVALID_ARG')
             _agree(name, t, seen, ins[key].data_type, _full_dims(m, ins[key]), m.name)
+        for key, t in ins.items():
+            if key not in s.input_map and not t.optional:
+                raise TritonError(f'in ensemble {name}, input {key} in model {m.name} is not mapped to any ensemble tensors', 'INVALID_ARG')
         for key, t in s.output_map.items():
             if key not in outs: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapped from non-existing output {key} in model {m.name}', 'INVALID_ARG')
             _agree(name, t, seen, outs[key].data_type, _full_dims(m, outs[key]), m.name)

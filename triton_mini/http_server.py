@@ -231,7 +231,9 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
         inputs[name] = arr
     if offset != len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     req = InferenceRequest(model, inputs, model_version=version, id=request_id, parameters=user,
-                           priority=reserved.get('priority', 0), timeout_us=reserved.get('timeout', 0))
+                           priority=reserved.get('priority', 0), timeout_us=reserved.get('timeout', 0),
+                           correlation_id=reserved.get('sequence_id', 0),       # the sequence extension
+                           flags=(1 if reserved.get('sequence_start') else 0) | (2 if reserved.get('sequence_end') else 0))
     return req, _output_options(doc, reserved)
 
 # %% ../nbs/08_http.ipynb #b5636424

@@ -121,7 +121,7 @@ def read_model_config(model_dir:Path, *, override:str|None=None, strict:bool=Fal
     except ConfigError as e:
         if e.stage != 'load': raise
         return autofill_config(cfg, model_dir.name), e     # e.g. the model's auto_complete_config raised
-    try: validate_config(cfg, model_dir.name)
+    try: validate_config(cfg, model_dir.name, strict=strict)
     except ConfigError as e:
         if e.stage != 'load': raise
         return cfg, e

@@ -79,6 +79,9 @@ def initialize_args(args:InstanceArgs) -> dict:
 # %% ../nbs/04a_python_backend.ipynb #87866ea0
 class PythonModelInstance(ModelInstance):
     "One instance of a Python-backend model: a `TritonPythonModel` object and its module."
+    # Triton 2.51's Python backend never updates implicit state: a returned state output is an ordinary output
+    # (sent to the client when declared, else dropped) and every request gets the initial state (tests/test_sequence.py)
+    updates_state = False
     def __init__(self, args:InstanceArgs, server=None, metric_families=None):
         super().__init__(args)
         cfg = args.config
@@ -242,6 +245,9 @@ class PythonBackend(Backend):
             if not hasattr(cls, 'auto_complete_config'): return config
             try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
             except Exception as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
+            if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
+                raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
+                                  "return a valid pb.ModelConfig object.", stage='load', code='Internal')
             return ModelConfig.from_dict(done.as_dict())
         finally: release_model_module(module)
 

@@ -183,10 +183,14 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     end = self.clock()
     timing = getattr(inst, 'timing', None) or (0, end - start, 0)
     failed = getattr(inst, 'failed', False)
-    self.stats.record_batch(batch, timing, not failed, end)
+    self.stats.record_batch(self._counted(batch), timing, not failed, end)
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses): _deliver(r, resp)
+@patch
+def _counted(self:Scheduler, batch:list) -> list:
+    "The requests statistics count (the sequence batcher leaves out its fillers)."
+    return batch
 
 def _log_failure(inst:ModelInstance, batch:list, responses):
     "Log a failed execution with the error its requests get (as Triton's Python stub does)."
@@ -494,9 +498,9 @@ def _reap(self:DynamicBatcher):
 
 # %% ../nbs/05_scheduler.ipynb #6aa71666
 def create_scheduler(config:ModelConfig, instances:list, stats:ModelStatistics|None=None) -> Scheduler | DynamicBatcher:
-    "The scheduler Triton would use for this config (the ensemble scheduler is chosen by the server)."
-    if config.sequence_batching is not None:
-        raise TritonError(f"sequence batching is not supported by triton_mini (model '{config.name}')", 'UNSUPPORTED')
+    "The scheduler Triton would use for this config (the ensemble and sequence batchers are chosen by the server)."
+    if config.sequence_batching is not None:   # the server builds 05b's SequenceBatcher for these
+        raise TritonError(f"model '{config.name}' has sequence_batching: use triton_mini.sequence_batcher.SequenceBatcher", 'INTERNAL')
     cls = DynamicBatcher if config.dynamic_batching is not None else DefaultScheduler
     return cls(config, instances, stats)
 

@@ -20,12 +20,13 @@ from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, Iden
                                  ClassificationBackend, LLMBackend)
 from .python_backend import PythonBackend
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
+from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'read_labels', 'call_in_loop']
+__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'check_runtime', 'read_labels', 'call_in_loop']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -194,16 +195,27 @@ def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Loa
         return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
     backend_name = self.backends.backend_name_for(cfg, model_dir)
     backend = self.backends.get(backend_name)
+    check_runtime(cfg, backend_name)
     instances = create_instances(backend, cfg, Path(model_dir), version)
     m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
-        m.scheduler = create_scheduler(cfg, instances, stats).start()
+        m.scheduler = (SequenceBatcher(cfg, instances, stats, model_dir=Path(model_dir)) if cfg.sequence_batching is not None
+                       else create_scheduler(cfg, instances, stats)).start()
         self._warmup(m)
     except BaseException:
         if m.scheduler is not None: m.scheduler.stop()
         for inst in instances: inst.finalize()
         raise
     return m
+
+def check_runtime(cfg:ModelConfig, backend_name:str):
+    "The `runtime` field names the backend's library: ours are built in, so only their own names (or model.py) resolve."
+    rt = cfg.runtime
+    if not rt: return
+    if os.path.normpath(os.path.join('backend', rt)).split(os.sep)[0] != 'backend' or os.path.isabs(rt):
+        raise TritonError(f"backend library name '{rt}' escapes backend directory", 'INVALID_ARG')
+    if rt not in (f'libtriton_{backend_name}.so', 'model.py'):
+        raise TritonError(f"unable to find backend library '{rt}' for model '{cfg.name}'", 'NOT_FOUND')
 
 def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
     "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
@@ -311,10 +323,12 @@ def _as_input(v) -> np.ndarray:
 
 @patch
 def _request(self:TritonServer, model_name, inputs, callback, model_version=-1, outputs=None, parameters=None, id='',
-             priority=0, timeout_us=0) -> InferenceRequest:
+             priority=0, timeout_us=0, sequence_id=0, sequence_start=False, sequence_end=False) -> InferenceRequest:
+    "The core request of an in-process call; `sequence_*` are the sequence extension's parameters."
+    flags = (SEQUENCE_START if sequence_start else 0) | (SEQUENCE_END if sequence_end else 0)
     return InferenceRequest(model_name, {k: _as_input(v) for k, v in inputs.items()}, model_version=model_version, id=id,
                             requested_outputs=list(outputs) if outputs is not None else None, parameters=dict(parameters or {}),
-                            priority=priority, timeout_us=timeout_us, response_callback=callback)
+                            priority=priority, timeout_us=timeout_us, correlation_id=sequence_id, flags=flags, response_callback=callback)
 
 @patch
 def infer(self:TritonServer, model_name:str, inputs:dict, *, timeout:float|None=None, **kw) -> InferenceResponse:
@@ -403,7 +417,7 @@ def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
     return self.model_ready(name, int(version) if str(version).strip() else -1)
 
 # %% ../nbs/07_server.ipynb #d48a967c
-_EXTENSIONS = ['classification', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
+_EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
                'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
 
 @patch

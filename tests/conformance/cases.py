@@ -105,7 +105,7 @@ def gen_body(**kw): return kw
 case('health_live', 'GET', '/v2/health/live')
 case('health_ready', 'GET', '/v2/health/ready')
 case('server_metadata', 'GET', '/v2', normalize=('server_version',),
-     xfail='triton-mini lists only the extensions it implements: not sequence, system_shared_memory, cuda_shared_memory, trace')
+     xfail='triton-mini lists only the extensions it implements: not system_shared_memory, cuda_shared_memory, trace')
 case('route_root', 'GET', '/')
 case('route_v2_health', 'GET', '/v2/health')
 case('route_trailing_slash', 'GET', f'{ADD}/')
@@ -613,8 +613,7 @@ X('explicit_load_parameters_not_object', 'POST', '/v2/repository/models/simple/l
 X('explicit_load_malformed_body', 'POST', '/v2/repository/models/simple/load', '{"parameters": ')
 X('explicit_unload_dependents', 'POST', '/v2/repository/models/multi/unload', {'parameters': {'unload_dependents': True}})
 X('explicit_index_ready_only', 'POST', '/v2/repository/index', {'ready': True}, settle='multi')
-X('explicit_load_sequence_model', 'POST', '/v2/repository/models/seqm/load',
-  xfail='triton-mini does not implement the sequence batcher: the load fails')
+X('explicit_load_sequence_model', 'POST', '/v2/repository/models/seqm/load')
 
 # Not sent (they hang real Triton 2.51, so there is nothing to compare with):
 # * a non-decoupled Python model whose execute() returns None: the request never completes
