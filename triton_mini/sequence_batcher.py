@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 
 from .tensors import TritonError, np_dtype, config_to_wire
 from .model_config import ModelConfig
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'Control', 'controls', 'control_tensor', 'initial_state', 'Sequence', 'Pool',
-           'SequenceBatcher', 'filler']
+           'SequenceBatcher']
 
 # %% ../nbs/05b_sequence_batcher.ipynb #0565b752
 SEQUENCE_START, SEQUENCE_END = 1, 2    # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
@@ -112,6 +113,7 @@ class SequenceBatcher(Scheduler):
         return f"SequenceBatcher({self.config.name!r}, {'oldest' if self.oldest else 'direct'}, slots={slots}, live={len(self.sequences)})"
 
 # %% ../nbs/05b_sequence_batcher.ipynb #eb3ead96
+@patch
 def _check(self:SequenceBatcher, req:InferenceRequest):
     "Triton's checks of a request to a sequence model (raised as INVALID_ARG)."
     name, cid = self.config.name, req.correlation_id
@@ -121,10 +123,10 @@ def _check(self:SequenceBatcher, req:InferenceRequest):
         raise TritonError(f"inference request to model '{name}' must specify batch-size 1 due to requirements of sequence batcher")
     if not req.flags & SEQUENCE_START and cid not in self.sequences:
         raise TritonError(f"inference request for sequence {cid} to model '{name}' must specify the START flag on the first request of the sequence")
-SequenceBatcher._check = _check
 
 # %% ../nbs/05b_sequence_batcher.ipynb #4d6d4651
-def _enqueue(self:SequenceBatcher, req:InferenceRequest):
+@patch
+def enqueue(self:SequenceBatcher, req:InferenceRequest):
     "File `req` under its sequence; a new sequence takes a free slot or waits in the backlog."
     with self._cond:
         self._check_accepting(req)
@@ -137,8 +139,8 @@ def _enqueue(self:SequenceBatcher, req:InferenceRequest):
         seq.last_ns = self.clock()
         self.stats.pending += 1
         self._cond.notify_all()
-SequenceBatcher.enqueue = _enqueue
 
+@patch
 def _assign(self:SequenceBatcher, seq:Sequence):
     "Give `seq` a free slot (the least-used pool first), else put it in the backlog."
     for pool in sorted(self.pools, key=lambda p: sum(s is not None for s in p.slots)):
@@ -146,8 +148,8 @@ def _assign(self:SequenceBatcher, seq:Sequence):
             pool.slots[i], seq.pool, seq.slot = seq, pool, i
             return
     self.backlog.append(seq)
-SequenceBatcher._assign = _assign
 
+@patch
 def _release(self:SequenceBatcher, seq:Sequence):
     "Free `seq`'s slot (it ended or idled out) and hand it to the oldest sequence in the backlog."
     if seq.pool is not None:
@@ -157,7 +159,6 @@ def _release(self:SequenceBatcher, seq:Sequence):
     if self.sequences.get(seq.corrid) is seq: del self.sequences[seq.corrid]
     while self.backlog and any(p.free() >= 0 for p in self.pools): self._assign(self.backlog.popleft())
     self._cond.notify_all()
-SequenceBatcher._release = _release
 
 # %% ../nbs/05b_sequence_batcher.ipynb #927a253a
 def _ready(self:SequenceBatcher, pool:Pool) -> list:
@@ -182,6 +183,7 @@ def _decide(self:SequenceBatcher, pool:Pool, ready:list, now:int) -> tuple:
 SequenceBatcher._ready, SequenceBatcher._decide = _ready, _decide
 
 # %% ../nbs/05b_sequence_batcher.ipynb #03bc5bc0
+@patch
 def _prepare(self:SequenceBatcher, seq:Sequence) -> InferenceRequest:
     "Take `seq`'s next request and add its control and state tensors; END releases the slot (the lock is held)."
     req = seq.pending.popleft()
@@ -194,8 +196,8 @@ def _prepare(self:SequenceBatcher, seq:Sequence) -> InferenceRequest:
     self._route(seq, req)
     if req.flags & SEQUENCE_END and not seq.pending: self._release(seq)
     return req
-SequenceBatcher._prepare = _prepare
 
+@patch
 def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
     "Catch the state outputs of `req`'s response before the client sees it; free the sequence when it is final."
     deliver, states = req.response_callback, (self.sb.state if self.carries_state else ())
@@ -207,27 +209,30 @@ def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
             with self._cond: seq.busy, seq.last_ns = False, self.clock(); self._cond.notify_all()
         if deliver is not None: deliver(r, resp, final)
     req.response_callback = routed
-SequenceBatcher._route = _route
 
 # %% ../nbs/05b_sequence_batcher.ipynb #481874eb
+@patch
 def filler(self:SequenceBatcher, like:InferenceRequest) -> InferenceRequest:
     "A direct batch's request for an empty slot: zeros shaped like `like`, READY false, CORRID 0, nobody waiting."
     batching = self.config.max_batch_size > 0
     inputs = {k: np.zeros_like(v) for k, v in like.inputs.items()}
     inputs.update({c.name: control_tensor(c, 0 if c.dtype != np.object_ else '', 0, False, batching) for c in self.controls})
     return InferenceRequest(like.model_name, inputs, model_version=like.model_version, parameters={'__filler__': True})
-SequenceBatcher.filler = filler
 
+@patch
 def _form(self:SequenceBatcher, pool:Pool, ready:list) -> list:
     "The batch for the first `len(ready)` chosen slots (the lock is held)."
     real = {i: self._prepare(s) for i, s in ready}
     if self.oldest: return [real[i] for i, _ in ready]
     like = next(iter(real.values()))
     return [real[i] if i in real else self.filler(like) for i in range(max(real) + 1)]
-SequenceBatcher._form = _form
-SequenceBatcher._counted = lambda self, batch: [r for r in batch if '__filler__' not in r.parameters]
+@patch
+def _counted(self:SequenceBatcher, batch:list) -> list:
+    "Statistics leave out the fillers (READY=0 requests for empty slots), as Triton counts them."
+    return [r for r in batch if '__filler__' not in r.parameters]
 
 # %% ../nbs/05b_sequence_batcher.ipynb #9272d0f7
+@patch
 def _take(self:SequenceBatcher):
     "Block until this worker's pool has a batch to send (or the batcher stops and nothing is left)."
     pool = self._tls.pool
@@ -239,14 +244,14 @@ def _take(self:SequenceBatcher):
             if n: return self._form(pool, ready[:n])
             if self._stopping and not ready and not any(s.pending for s in self.sequences.values()): return None
             self._cond.wait(wait_ns / 1e9 if wait_ns else (0.05 if self._stopping else None))
-SequenceBatcher._take = _take
 
+@patch
 def _worker(self:SequenceBatcher, inst):
     self._tls.pool = self.pools[self.instances.index(inst)]
     Scheduler._worker(self, inst)
-SequenceBatcher._worker = _worker
 
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
+@patch
 def _reap(self:SequenceBatcher, now:int) -> list:
     "Release the sequences idle for longer than max_sequence_idle_microseconds (the lock is held)."
     idle = [s for s in self.sequences.values() if not s.pending and not s.busy and now - s.last_ns > self.idle_ns]
@@ -254,27 +259,26 @@ def _reap(self:SequenceBatcher, now:int) -> list:
         log.info(f"sequence {s.corrid} of model '{self.config.name}' released after {self.idle_ns // 1000} us idle")
         self._release(s)
     return idle
-SequenceBatcher._reap = _reap
 
+@patch
 def _reaper(self:SequenceBatcher):
     with self._cond:
         while not self._stopping:
             self._reap(self.clock())
             self._cond.wait(min(self.idle_ns / 1e9 / 4, 1.0))
-SequenceBatcher._reaper = _reaper
 
-def _start(self:SequenceBatcher):
+@patch
+def start(self:SequenceBatcher):
     "Start the workers and the idle reaper."
     Scheduler.start(self)
     threading.Thread(target=self._reaper, name=f'triton_mini:{self.config.name}:idle', daemon=True).start()
     return self
-SequenceBatcher.start = _start
 
 # %% ../nbs/05b_sequence_batcher.ipynb #950c800a
+@patch
 def _drain(self:SequenceBatcher) -> list:
     "Remove and return every queued request (the lock is held)."
     out = [r for s in self.sequences.values() for r in s.pending]
     for s in list(self.sequences.values()): s.pending.clear(); self._release(s)
     self.stats.pending -= len(out)
     return out
-SequenceBatcher._drain = _drain
