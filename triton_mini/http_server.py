@@ -787,6 +787,7 @@ async def _read_body(receive, limit:int) -> bytes:
     return b''.join(parts)
 
 def _compress(resp:Response, accept:bytes) -> Response:
+    "The response in the encoding the client accepts (gzip first, then deflate), for a successful /infer answer."
     enc = b'gzip' if b'gzip' in accept else b'deflate' if b'deflate' in accept else None
     if enc is None or not resp.body: return resp
     body = gzip.compress(resp.body) if enc == b'gzip' else zlib.compress(resp.body)
@@ -814,11 +815,12 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     if length > self.max_input_size: return await _send(send, _too_large(length, self.max_input_size))
     body = await _read_body(receive, self.max_input_size)
     if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
-    path = scope.get('raw_path') or scope['path'].encode()
+    path = (scope.get('raw_path') or scope['path'].encode()).split(b'?', 1)[0]
     raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
-    resp = await self.dispatch(scope['method'], path.split(b'?', 1)[0].decode('latin-1'), headers, body, send, raw)
+    resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw)
     if resp is None: return          # a stream that already sent itself
-    if b'accept-encoding' in headers: resp = _compress(resp, headers[b'accept-encoding'])
+    if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
+        resp = _compress(resp, headers[b'accept-encoding'])
     await _send(send, resp)
 
 def _too_large(n, limit):

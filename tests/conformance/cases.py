@@ -385,6 +385,7 @@ case('ensemble_wrong_shape', 'POST', '/v2/models/ens/infer', infer(tensor('X', '
 
 G = '/v2/models/gen'
 case('generate', 'POST', f'{G}/generate', gen_body(id='42', text_input='hi', max_tokens=3, foo='bar'))
+case('gzip_response_generate', 'POST', f'{G}/generate', gen_body(id='42', text_input='hi', max_tokens=3), headers={'Accept-Encoding': 'gzip'})
 case('generate_parameters_as_inputs', 'POST', f'{G}/generate',
      gen_body(text_input='hi', parameters={'temperature': 0.5, 'top_k': 4}))
 case('generate_add_sub', 'POST', f'{ADD}/generate', gen_body(INPUT0=[1, 2, 3, 4], INPUT1=[1, 1, 1, 1]))
@@ -421,6 +422,14 @@ case('stream_missing_input', 'POST', f'{G}/generate_stream', gen_body(foo=1), co
 case('gzip_request', 'POST', f'{ADD}/infer', gzip.compress(encode(OK)), headers={'Content-Encoding': 'gzip'})
 case('gzip_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'gzip'})
 case('deflate_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'deflate'})
+# Which responses are compressed: only inference results (the aio client's /v2/models/stats read depends on it).
+for name, method, path, body in [('model_metadata', 'GET', ADD, None),
+                                 ('index', 'POST', '/v2/repository/index', b'{}'),
+                                 ('model_config', 'GET', f'{ADD}/config', None),
+                                 ('infer_error', 'POST', '/v2/models/no_such_model/infer', OK)]:
+    case(f'gzip_response_{name}', method, path, body, headers={'Accept-Encoding': 'gzip'})
+case('gzip_response_infer_failed', 'POST', f'{ADD}/infer', encode({'inputs': [{'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]}]}),
+     headers={'Accept-Encoding': 'gzip'})
 
 # Bad compressed bodies (issue 18): Triton inflates what it can and goes on with that; only /infer inflates.
 GZ = gzip.compress(encode(OK))
@@ -493,6 +502,7 @@ STATS_SETUP = (s_req((1, 2)), s_req((1, 2), (3, 4)), s_req((-1, 0)),
                ('POST', f'{S}/infer', infer(tensor('IN', 'INT32', [1, 2], [1, 2]))))
 case('stats_model', 'GET', f'{S}/stats', setup=STATS_SETUP, normalize=('timings',))
 case('stats_model_version', 'GET', f'{S}/versions/1/stats', normalize=('timings',))
+case('gzip_response_stats', 'GET', '/v2/models/stats', normalize=('stats_shape',), headers={'Accept-Encoding': 'gzip'})
 case('stats_all_models', 'GET', '/v2/models/stats', normalize=('stats_shape',),
      note='every model and version, with the keys each entry has (the counts depend on every other case)')
 case('stats_versioned_all_versions', 'GET', '/v2/models/versioned/stats', normalize=('timings',))
