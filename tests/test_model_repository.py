@@ -224,10 +224,7 @@ def captured_loads() -> list:
     return cases
 
 
-KNOWN_LOAD_DIFFERENCES = {
-    'load seq_basic': 'sequence batching is not implemented by triton_mini',
-    'config of seq_basic': 'sequence batching is not implemented by triton_mini',
-}
+KNOWN_LOAD_DIFFERENCES = {}   # title -> why triton_mini answers differently (none left: seq_basic loads since issue 12)
 
 
 @pytest.fixture(scope='module')
