@@ -74,3 +74,25 @@ def pytest_runtest_makereport(item, call):
     for s in ts.LIVE:
         if s.started_at is not None and (s.stopped_at is None or s.stopped_at >= start):
             report.sections.append((f'{s.label} log ({s.workdir / "server.log"})', s.log_tail(40)))
+
+
+# ------------------------------------------------------------------------------------------------- slow, and what was skipped
+
+def pytest_collection_modifyitems(config, items):
+    "Every oracle comparison starts a real tritonserver: it is `slow` too, so `-m 'not slow'` is the fast loop."
+    for item in items:
+        if item.get_closest_marker('oracle') and not item.get_closest_marker('slow'): item.add_marker(pytest.mark.slow)
+
+
+WANTS = {'the real Triton (tools/real_triton.py, $TRITON_ORACLE)': ts.SKIP_ORACLE,
+         "Triton's QA corpus ($TRITON_QA_DIR)": 'Triton QA corpus not found',
+         'llama-cpp-python (the llm extra)': "No module named 'llama_cpp'"}
+
+
+def pytest_terminal_summary(terminalreporter):
+    "One closing line: how many tests were skipped for want of the oracle, the QA corpus or the llm extra."
+    reasons = [str(r.longrepr[2]) if isinstance(r.longrepr, tuple) else str(r.longrepr)
+               for r in terminalreporter.stats.get('skipped', [])]
+    counts = {want: sum(key in r for r in reasons) for want, key in WANTS.items()}
+    if any(counts.values()):
+        terminalreporter.write_line('skipped for want of: ' + ', '.join(f'{want}: {n}' for want, n in counts.items() if n))

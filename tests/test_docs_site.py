@@ -257,10 +257,12 @@ def check_site(driver, base, titles, shots=()):
         if name in shots: _screenshot(driver, Path(name).stem)
     return problems
 
+@pytest.mark.slow
 def test_fixture_site_in_browser(browser, serve, fixture_site):
     nbs = fixture_site.parent / 'nbs'
     assert check_site(browser, serve(fixture_site), _nb_titles(nbs)) == []
 
+@pytest.mark.slow
 def test_project_site_in_browser(browser, serve, project_site):
     titles = _nb_titles(ROOT / 'nbs')
     assert sorted(titles) == sorted(p.name for p in project_site.glob('*.html'))

@@ -4,6 +4,8 @@ the server when a model cannot load (`--exit-on-error` is not weakened). The bin
 with `sys.modules['llama_cpp'] = None`, which makes every `import llama_cpp` fail as if it were not installed."""
 import json, signal, subprocess, sys, threading, urllib.error, urllib.request
 
+import pytest
+
 from triton_mini.cli import example_repository, wait_for_http
 from triton_servers import free_port
 
@@ -69,6 +71,7 @@ def test_named_repository_still_exits_on_error():
     assert 'not loading' not in out
 
 
+@pytest.mark.oracle
 def test_explicit_subset_is_ready_as_in_triton(tmp_path):
     """What the default run falls back to, `--model-control-mode=explicit --load-model=...` with the LLM models left
     in the repository, answers readiness and the repository index as real Triton 2.51 does."""

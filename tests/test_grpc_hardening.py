@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from triton_servers import ORACLE, ORACLE_MISSING, MiniProcess, RealTriton, copy_models, free_port, wait_until  # noqa: E402
+from triton_servers import ORACLE, oracle_missing, MiniProcess, RealTriton, copy_models, free_port, wait_until  # noqa: E402
 
 T = pb.ModelInferRequest.InferInputTensor
 PARAMS_PY = '''
@@ -55,7 +55,7 @@ class Mini(MiniProcess):
 def both(repo, *flags):
     "Yield (name, server) for triton_mini and, when present, the real Triton, with the same repo and flags."
     servers = [('mini', lambda: Mini(repo, *flags))]
-    if not ORACLE_MISSING: servers.append(('triton', lambda: RealTriton(repo, *flags)))
+    if not oracle_missing(): servers.append(('triton', lambda: RealTriton(repo, *flags)))
     for name, start in servers:
         s = start()
         try: yield name, s
@@ -98,6 +98,7 @@ def restriction_table(port) -> dict:
     return out
 
 
+@pytest.mark.oracle
 def test_restricted_protocols_as_triton(repo):
     tables = {name: restriction_table(s.grpc_port) for name, s in both(repo, *RESTRICT)}
     mini = tables['mini']
@@ -118,7 +119,7 @@ def test_restricted_protocol_syntax_errors(repo, value, reason):
                        capture_output=True, text=True, timeout=60)
     assert (p.returncode, p.stderr.splitlines()[-2:]) == (1, ['Bad option: "--grpc-restricted-protocol".', reason])
     assert 'loaded' not in p.stderr                                  # refused before any model loads
-    if not ORACLE_MISSING:
+    if not oracle_missing():
         t = subprocess.run([ORACLE, f'--model-repository={repo}', f'--grpc-restricted-protocol={value}'], capture_output=True, text=True,
                            timeout=120, cwd=repo.parent)
         lines = (t.stdout + t.stderr).splitlines()
@@ -198,6 +199,7 @@ def test_grpc_health_service(repo, tmp_path):
     finally: s.stop()
 
 
+@pytest.mark.oracle
 def test_header_forward_pattern_as_triton(repo):
     seen = {}
     for name, s in both(repo, '--grpc-header-forward-pattern=^X-Fwd'):   # matched case-insensitively

@@ -33,6 +33,7 @@ def test_copy_models_by_name(tmp_path):
         ts.copy_models(tmp_path / 'x', 'conformance/nope')
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_retried_on_fresh_ports(tmp_path, monkeypatch, mini_process):
     "Another process takes the port between free_port() and the server's bind: the launcher starts it again."
     holder = socket.socket()
@@ -47,6 +48,7 @@ def test_a_taken_port_is_retried_on_fresh_ports(tmp_path, monkeypatch, mini_proc
     finally: holder.close()
 
 
+@pytest.mark.slow
 def test_fixed_ports_taken_are_reported_not_retried(tmp_path):
     "A server that must use given ports (seed 003's curl commands: the defaults) reports them taken, so its test can skip."
     with socket.socket() as holder:
@@ -56,6 +58,7 @@ def test_fixed_ports_taken_are_reported_not_retried(tmp_path):
             ts.MiniProcess(ts.copy_models(tmp_path / 'models', 'conformance/add_sub'), grpc=False, fixed_ports=(taken, None, ts.free_port()))
 
 
+@pytest.mark.oracle
 def test_real_triton_runs_outside_the_checkout_and_its_group_is_gone_after_stop(tmp_path, oracle, real_triton):
     triton = real_triton(ts.copy_models(tmp_path / 'models', 'conformance/add_sub'))
     assert triton.proc.args[0] == oracle

@@ -10,6 +10,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 import http_fuzz
 from triton_servers import MiniProcess
 
@@ -30,6 +32,7 @@ def run_cases(port, cases, workers=4) -> list:
         return [f for f in pool.map(one, cases) if f is not None]
 
 
+@pytest.mark.slow
 def test_fuzz_http(tmp_path):
     repo = http_fuzz.repository(tmp_path / 'models')
     s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)

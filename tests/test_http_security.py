@@ -96,6 +96,7 @@ def _closed_by_server(sock, within:float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_slow_clients_are_closed_and_others_served(repo):
     "300 slowloris connections (idle, trickling headers, stalled bodies) are closed after the timeouts; HTTP, metrics and gRPC answer throughout."
     grpcclient = pytest.importorskip('tritonclient.grpc')
@@ -232,6 +233,7 @@ def _comparable(status, body):
     return status, doc
 
 
+@pytest.mark.oracle
 def test_restricted_api_and_header_forwarding_match_triton(repo, tmp_path):
     oracle_or_skip()
     mine = MiniProcess(repo, *FLAGS, grpc=False, health_headers=ADMIN)      # health needs the Admin-Key header

@@ -106,6 +106,7 @@ def test_stop_strings_cut_the_text(served):
     assert status == 200 and g['generated_text'] == text[:text.index(stop)]
 
 
+@pytest.mark.slow
 def test_stream_events_arrive_one_by_one(served):
     "Each token's event is written when the model sends it, not all at the end."
     _, url = served

@@ -5,6 +5,7 @@ import json, re, subprocess, sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 
@@ -52,6 +53,7 @@ def notebooks_importing(module):
     return found
 
 
+@pytest.mark.slow
 def test_llm_notebook_runs_without_llama_cpp():
     cells = run_without_llama_cpp('11_llm')
     errors = [(c['source'][:200], c['errors']) for c in cells if c['errors']]

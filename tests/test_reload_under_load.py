@@ -147,6 +147,7 @@ def in_process(server, model):
     return send
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('model', ['add_sub', 'linear_onnx'])
 def test_100_reloads_under_8_clients_fail_no_request(server, model):
     baseline = model_threads()
@@ -172,6 +173,7 @@ def test_100_reloads_under_8_clients_fail_no_request(server, model):
     assert model_threads() == baseline                                   # the same threads as before the cycles
 
 
+@pytest.mark.slow
 def test_100_reloads_over_http_fail_no_request(tmp_path):
     mini = MiniTriton(repo_with(tmp_path, 'add_sub'), model_control_mode='explicit', load_models=['add_sub'])
     body = json.dumps({'inputs': [{'name': n, 'datatype': 'FP32', 'shape': [1, 4], 'data': [1, 2, 3, 4]} for n in ('INPUT0', 'INPUT1')]})

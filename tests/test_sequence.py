@@ -102,6 +102,7 @@ def test_errors_match_triton(mini, triton, what, model, step):
     assert theirs[0] == (500 if what.startswith('string id, numeric') else 400)
 
 
+@pytest.mark.oracle
 def test_idle_sequence_is_released_as_triton_does(mini, triton):
     "seq_oldest: max_sequence_idle_microseconds 500000; after 2 s idle the sequence is gone."
     for port in (mini.http_port, triton.http_port): assert infer(port, 'seq_oldest', 77, 1, True)[0] == 200
@@ -162,6 +163,7 @@ def test_64_sequences_50_steps_8_threads_exact(tmp_path):
         assert server.repository.get('seq_string').scheduler.sequences == {}
 
 
+@pytest.mark.slow
 def test_idle_timeout_releases_slots_under_load(tmp_path):
     "One slot, a sequence abandoned by its client: after the idle timeout the backlogged sequences get the slot."
     from triton_mini.server import TritonServer

@@ -6,6 +6,7 @@ received." again and keeps waiting), and after the exit timeout it exits with co
 """
 import http.client, json, signal, threading, time
 from pathlib import Path
+import pytest
 
 from triton_servers import MiniProcess, copy_models
 
@@ -69,6 +70,7 @@ def wait_for(check, timeout, what):
         time.sleep(0.02)    # watching another process's log
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_requests_and_streams_in_flight(tmp_path):
     s = MiniProcess(sleepy_repo(tmp_path, sleep_s=2.0), '--exit-timeout-secs=20', grpc=False)
     out, threads, firsts = {}, [], []

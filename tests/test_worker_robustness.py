@@ -137,6 +137,7 @@ def test_a_base_exception_fails_the_batch_and_the_instance_serves_on(mini_exit_a
     assert log.count("E") and "Failed to process the request(s) for model 'exits_db_0', message: GeneratorExit: ge" in log   # logged
 
 
+@pytest.mark.oracle
 def test_base_exceptions_answer_as_triton(mini_exit_answers, exits_repo):
     oracle_or_skip()
     triton = RealTriton(exits_repo)
@@ -250,6 +251,7 @@ def sigterm_with_a_hung_model(server) -> dict:
             'lines': [line.split('] ', 1)[-1] for line in lines], 'letters': [line[0] for line in lines]}
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_hung_model_exits_within_the_exit_timeout(tmp_path):
     repo = make_repo(tmp_path, ['hang'])
     server = Mini(repo, '--exit-timeout-secs=2')
@@ -263,6 +265,7 @@ def test_sigterm_with_a_hung_model_exits_within_the_exit_timeout(tmp_path):
     assert got['letters'] == ['I', 'I', 'E']
 
 
+@pytest.mark.oracle
 def test_sigterm_with_a_hung_model_as_triton(tmp_path):
     oracle_or_skip()
     repo = make_repo(tmp_path, ['hang'])

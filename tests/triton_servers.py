@@ -3,8 +3,9 @@ ways to run a server, the tree of test models, and small HTTP helpers.
 
 - `free_port()`: a port nobody listens on. Another process can take it before our server binds it, so every
   process launcher retries with fresh ports when its server reports an address in use.
-- `ORACLE` / `ORACLE_MISSING` / `oracle_or_skip()`: the real Triton 2.51 (`$TRITON_ORACLE`, else
-  `<checkout>/../shared/oracle/real-triton`) and the one reason a test skips without it.
+- `ORACLE` / `oracle_missing()` / `oracle_or_skip()`: the real Triton 2.51 (`$TRITON_ORACLE`, else the project's
+  launcher `tools/real_triton.py`, which installs PyPI's nvidia-pytriton into a cached venv on first use) and the one
+  reason a test skips without it.
 - `MiniTriton`: triton_mini in this process, its front ends on sockets bound to port 0 (no race; the fastest start).
 - `MiniProcess`: the `triton-mini` command (`python -m triton_mini`) in a subprocess, as a user runs it.
 - `RealTriton`: the real tritonserver in a subprocess. Its working directory is outside the checkout (else its
@@ -19,7 +20,7 @@ ways to run a server, the tree of test models, and small HTTP helpers.
 for module-scoped servers); scripts (`bench/`, `python tests/triton_qa.py`) import this module directly.
 """
 from __future__ import annotations
-import collections, errno, http.client as httplib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import collections, errno, functools, http.client as httplib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,14 +29,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / 'tests'
 MODELS = TESTS / 'models'
-ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
-ORACLE_MISSING = None if os.access(ORACLE, os.X_OK) else f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)'
+ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT / 'tools' / 'real_triton.py')
 ADDRESS_IN_USE = re.compile(r'already in use|Address in use', re.I)   # triton_mini's and tritonserver's words for a taken port
+SKIP_ORACLE = 'real Triton 2.51 unavailable'   # every oracle skip reason starts so (conftest counts them)
+
+
+@functools.cache
+def oracle_missing() -> str | None:
+    """None when the real Triton can start, else the one reason every oracle test skips with.
+
+    The project's launcher (tools/real_triton.py) installs PyPI's nvidia-pytriton wheel into a cached venv on first
+    use: that happens here, once per machine (a lock serialises parallel workers), not at import, so a run that
+    selects no oracle test never pays for it."""
+    if not os.access(ORACLE, os.X_OK): return f'{SKIP_ORACLE}: {ORACLE} is not an executable (set TRITON_ORACLE)'
+    if Path(ORACLE).resolve() != (ROOT / 'tools' / 'real_triton.py').resolve(): return None
+    try: r = subprocess.run([sys.executable, ORACLE, '--install'], capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired: return f'{SKIP_ORACLE}: installing nvidia-pytriton took over 30 minutes'
+    return None if r.returncode == 0 else f'{SKIP_ORACLE}: {(r.stderr.strip().splitlines() or ["install failed"])[-1]}'
 
 
 def oracle_or_skip():
     "Skip the calling test (or fixture) when the real Triton is absent: the one reason every oracle test gives."
-    if ORACLE_MISSING: pytest.skip(ORACLE_MISSING)
+    if reason := oracle_missing(): pytest.skip(reason)
 
 
 # ------------------------------------------------------------------------------------------------- ports
