@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
     _bool(p, '--strict-readiness', True, 'ready only when every model is ready')
     _bool(p, '--exit-on-error', True, 'exit when a model fails to load at start')
+    p.add_argument('--python-backend-mode', choices=('thread', 'process'), default='thread',
+                   help="where Python models run: 'process', a stub process per instance as in Triton; 'thread', in the server")
     p.add_argument('--exit-timeout-secs', type=float, default=30, metavar='SECONDS', help='how long shutdown waits for in-flight requests')
     p.add_argument('--id', default='triton', help='server id (server metadata "name")')
     for proto, port in (('http', 8000), ('grpc', 8001), ('metrics', 8002)):
@@ -304,7 +306,7 @@ def start_server(args) -> tuple:
     repos = args.model_repository or [str(example_repository())]
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
-                          server_id=args.id, strict_readiness=args.strict_readiness)
+                          server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode)
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))
     return server, failures

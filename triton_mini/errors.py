@@ -27,6 +27,8 @@ class TritonError(Exception):
     def http_status(self)->int: return _HTTP_STATUS[self.code]
     def __str__(self): return self.message
     def __repr__(self): return f"TritonError({self.message!r}, {self.code!r})"
+    # pickled whole, code included: errors cross the boundary of a Python model's stub process (04c_stub_process)
+    def __reduce__(self): return (type(self), (self.message, self.code))
 
 # %% ../nbs/01a_errors.ipynb #bedf66ed
 def request_prefix(request_id:str='')->str: # The request's `id`, '' when the client sent none

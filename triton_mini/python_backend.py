@@ -15,7 +15,8 @@ from .model_repository import model_path
 from . import pb_utils
 
 # %% auto #0
-__all__ = ['import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance', 'PythonBackend']
+__all__ = ['PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance',
+           'PythonBackend']
 
 # %% ../nbs/04a_python_backend.ipynb #8be74280
 _module_ids = itertools.count()
@@ -226,10 +227,13 @@ class PythonBackend(Backend):
     "Triton's Python backend: runs `<version>/model.py` files."
     name, default_model_filename = 'python', 'model.py'
 
-    def __init__(self, server=None, metric_families=None):
-        self.server, self.metric_families = server, metric_families if metric_families is not None else []
+    def __init__(self, server=None, metric_families=None, mode:str='thread'):
+        self.server, self.metric_families, self.mode = server, metric_families if metric_families is not None else [], mode
 
-    def create_instance(self, args:InstanceArgs) -> PythonModelInstance:
+    def create_instance(self, args:InstanceArgs) -> ModelInstance:
+        if self.mode_for(args.config) == 'process':
+            from triton_mini.stub_process import StubModelInstance   # 04c_stub_process builds on this notebook
+            return StubModelInstance(args, self.server, self.metric_families)
         return PythonModelInstance(args, self.server, self.metric_families)
 
     def auto_complete_config(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
@@ -254,3 +258,15 @@ class PythonBackend(Backend):
 def _inside(model_dir, version, fname) -> bool:
     try: model_path(model_dir, str(version), fname); return True
     except TritonError: return False
+
+# %% ../nbs/04a_python_backend.ipynb #01938cac
+PYTHON_BACKEND_MODES = ('thread', 'process')
+
+@patch
+def mode_for(self:PythonBackend, cfg:ModelConfig) -> str:
+    "`thread` or `process` for this model: its `python_backend_mode` parameter, else the backend's (the server's) mode."
+    p = cfg.parameters.get('python_backend_mode')
+    mode = p.string_value if p is not None else self.mode
+    if mode not in PYTHON_BACKEND_MODES:
+        raise TritonError(f"parameter 'python_backend_mode' of model '{cfg.name}' must be 'thread' or 'process', got '{mode}'", 'INVALID_ARG')
+    return mode

@@ -145,8 +145,10 @@ def _reshaped(arr, spec:InputSpec, batching:bool):
 class TritonServer:
     "Triton's core, in process: models, request routing, metadata and statistics."
     def __init__(self, model_repository, *, model_control_mode:str='none', load_models=(), strict_model_config:bool=False,
-                 server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True):
+                 server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
+                 python_backend_mode:str='thread'):   # 'process': each Python model instance in a stub process (04c)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
+        self.python_backend_mode = python_backend_mode
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
         self.backends = backends or self.default_backends()
         if isinstance(model_repository, ModelRepository): self.repository = model_repository
@@ -158,7 +160,7 @@ class TritonServer:
     def default_backends(self) -> BackendRegistry:
         "The backends a new server knows: Python and ONNX Runtime, plus the seed's teaching backends."
         from triton_mini.onnx_backend import ONNXRuntimeBackend
-        return BackendRegistry([PythonBackend(self, self.metric_families), ONNXRuntimeBackend(),
+        return BackendRegistry([PythonBackend(self, self.metric_families, self.python_backend_mode), ONNXRuntimeBackend(),
                                 IdentityBackend(), ClassificationBackend(), LLMBackend()])
 
     def __repr__(self): return f'TritonServer({self.repository!r})'
