@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, functools, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
+import asyncio, contextlib, functools, gc, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
 from dataclasses import dataclass
 import numpy as np
 import orjson
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'OFF_LOOP_BYTES', 'RESTRICTED_API_GROUPS', 'INTERNAL_ERROR',
-           'CUT_AT_EXIT', 'HEALTH_SPARE', 'Response', 'error_response', 'parse_json', 'parse_deep_json',
+           'CUT_AT_EXIT', 'HEALTH_SPARE', 'Response', 'error_response', 'parse_json', 'gc_paused', 'parse_deep_json',
            'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'classify', 'encode_infer_response',
            'parse_path', 'HTTPFrontend', 'apply_log_settings', 'output_labels', 'inflate', 'off_loop',
            'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog', 'exception_kind', 'call_asgi',
@@ -68,7 +68,9 @@ def _too_deep(limit): return TritonError(f'JSON nesting depth exceeds maximum al
 
 def parse_json(body:bytes):
     "The request body as JSON, or Triton's 500 for malformed JSON."
-    try: return orjson.loads(body)
+    try:
+        if len(body) <= DEEP_JSON_BYTES: return orjson.loads(body)
+        with gc_paused(): return orjson.loads(body)
     except orjson.JSONDecodeError as e: why, pos = str(e), e.pos     # not `e`: its traceback would keep this frame and the body alive
     if len(body) <= DEEP_JSON_BYTES: return parse_deep_json(body)   # NaN/Infinity, deep nesting, rapidjson's words for errors
     if why.startswith('depth limit'): raise _too_deep(1024)
@@ -78,6 +80,20 @@ def parse_json(body:bytes):
         except RecursionError: deep = True
         if deep: raise _too_deep(1024)
     raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, why, pos)} at {pos}', 'INTERNAL')
+
+_gc_lock, _gc_state = threading.Lock(), {'pauses': 0, 'was_enabled': True}
+
+@contextlib.contextmanager
+def gc_paused():
+    "No garbage collection meanwhile (process-wide, nestable across threads): for one big allocating C call."
+    with _gc_lock:
+        if _gc_state['pauses'] == 0: _gc_state['was_enabled'] = gc.isenabled(); gc.disable()
+        _gc_state['pauses'] += 1
+    try: yield
+    finally:
+        with _gc_lock:
+            _gc_state['pauses'] -= 1
+            if _gc_state['pauses'] == 0 and _gc_state['was_enabled']: gc.enable()
 
 def _rapidjson_message(body:bytes, why:str, pos:int) -> str:
     "The words rapidjson (Triton's parser) uses for the most common ways a body is not JSON (from orjson's `why` at `pos`)."
