@@ -4,8 +4,12 @@ that broke) and the failing cases written to bench/results/fuzz_failures-<seed>.
 ones to tests/fuzz_corpus/http.jsonl).
 
     python bench/fuzz_http.py --cases 100000 --seed 1
+    python bench/fuzz_http.py --cases 0 --heavy 500 --seed 1    # only issue 26's heavy shapes
+
+`--heavy N` adds N of issue 26's shapes (many BYTES elements, big bad JSON, NaN, deep nesting, deep `file:`
+keys) after the ordinary cases, and reports the slowest health check seen while they ran.
 """
-import argparse, collections, json, sys, tempfile, time
+import argparse, collections, json, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +24,7 @@ def main():
     ap.add_argument('--cases', type=int, default=100_000)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--workers', type=int, default=4)
+    ap.add_argument('--heavy', type=int, default=100, help="issue 26's heavy shapes, after the others")
     a = ap.parse_args()
     repo = http_fuzz.repository(Path(tempfile.mkdtemp()) / 'models')
     s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)
@@ -37,8 +42,21 @@ def main():
                 if i % 10_000 == 0:
                     print(f'{i} cases, {len(failures)} failures, {time.monotonic() - start:.0f} s, RSS {s.rss() >> 20} MB, '
                           f'{s.fds()} fds, {s.threads()} threads', flush=True)
+        worst, done = [0.0], threading.Event()
+        def poll():
+            while not done.is_set():
+                t = time.monotonic()
+                try: s.request('GET', '/v2/health/live', timeout=30)
+                except OSError: pass
+                worst[0] = max(worst[0], time.monotonic() - t); time.sleep(0.01)
+        poller = threading.Thread(target=poll); poller.start()
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                for f in pool.map(one, http_fuzz.heavy_cases(a.seed, a.heavy)):
+                    if f is not None: failures.append(f); kinds[f[1][:80]] += 1
+        finally: done.set(); poller.join()
         healthy = s.request('GET', '/v2/health/ready')[0] == 200
-        summary = {'cases': a.cases, 'seed': a.seed, 'seconds': round(time.monotonic() - start, 1), 'failures': len(failures),
+        summary = {'cases': a.cases, 'heavy': a.heavy, 'health_worst_ms_during_heavy': round(worst[0] * 1000), 'seed': a.seed, 'seconds': round(time.monotonic() - start, 1), 'failures': len(failures),
                    'healthy_at_end': healthy, 'rss_start_mb': rss0 >> 20, 'rss_end_mb': s.rss() >> 20, 'log_lines': len(s.lines),
                    'failure_kinds': dict(kinds.most_common(20))}
     finally: code = s.stop()

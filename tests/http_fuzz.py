@@ -204,6 +204,49 @@ def cases(seed:int, n:int):
     for _ in range(n): yield case_at(r)
 
 
+def _strings(r:random.Random, n:int) -> list:
+    "n short byte strings of varied (or, half the time, equal) length, cheap to make."
+    if r.random() < 0.5: return [b'abcdefgh'] * n
+    return [b'abcdefghijkl'[:i % 13] for i in range(r.randrange(7), n + r.randrange(7))][:n]
+
+def heavy_case(r:random.Random) -> Case:
+    """Issue 26's shapes, one per case: many small BYTES elements (binary and JSON, sometimes damaged), big bodies
+    that fail to parse (plain or gzip), NaN in a big body, deep nesting, and `file:` keys nested deep in a load."""
+    k, n = r.randrange(6), r.choice([10_000, 100_000, 400_000])
+    infer, hcl = '/v2/models/identity_bytes/infer', 'Inference-Header-Content-Length'
+    if k == 0:
+        buf = b''.join(struct.pack('<I', len(x)) + x for x in _strings(r, n))
+        if r.random() < 0.3: buf = mutate_bytes(r, buf)
+        head = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'parameters': {'binary_data_size': len(buf)}}]}).encode()
+        return Case('POST', infer, {hcl: str(len(head))}, head + buf, note='heavy: binary BYTES')
+    if k == 1:
+        data = [x.decode() for x in _strings(r, n)]
+        if r.random() < 0.5: data = [[x] for x in data]
+        body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': data}]}).encode()
+        return Case('POST', infer, {}, mutate_bytes(r, body) if r.random() < 0.2 else body, note='heavy: JSON BYTES')
+    if k == 2:
+        body = b'{"inputs": [' + b'1,' * (n * 8) + r.choice([b'x]}', b']', b'"', b'NaN]}'])
+        headers = {}
+        if r.random() < 0.5: body, headers = gzip.compress(body), {'Content-Encoding': 'gzip'}
+        return Case('POST', '/v2/models/add_sub/infer', headers, body, note='heavy: bad JSON')
+    if k == 3:
+        body = (b'{"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [NaN, 1, 2, 3]},'
+                b' {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]}], "pad": [' + b'0,' * n + b'0]}')
+        return Case('POST', '/v2/models/add_sub/infer', {}, body, note='heavy: NaN in a big body')
+    if k == 4:
+        body, headers = _deep(r), {}
+        if r.random() < 0.5: body, headers = gzip.compress(body), {'Content-Encoding': 'gzip'}
+        return Case('POST', r.choice([infer, '/v2/repository/index', '/v2/logging']), headers, body, note='heavy: deep nesting')
+    key = 'file:' + '/'.join(['d'] * r.choice([10, 1000, 1500, 3000])) + '/model.py'
+    body = json.dumps({'parameters': {'config': '{"backend": "python"}', key: 'eA=='}}).encode()
+    return Case('POST', f'/v2/repository/models/deep{r.randrange(3)}/load', {}, body, note='heavy: deep file key')
+
+def heavy_cases(seed:int, n:int):
+    "Issue 26's heavy shapes, seeded (a stream of its own, so `cases` stays as it was for every seed)."
+    r = random.Random(seed)
+    for _ in range(n): yield heavy_case(r)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Sending and checking
 

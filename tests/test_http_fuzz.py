@@ -6,7 +6,7 @@ tests/artifacts/fuzz_failures.jsonl, ready to be added to the corpus. `bench/fuz
 
     FUZZ_SEED=7 FUZZ_CASES=50000 pytest tests/test_http_fuzz.py     # another seed, more cases
 """
-import os
+import os, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -55,4 +55,32 @@ def test_fuzz_http(tmp_path):
         assert growth < 64 << 20, f'RSS grew by {growth >> 20} MB over {N - N // 10} cases'
         logged = s.lines[log_before:]
         assert len(logged) < 50, f'{len(logged)} log lines for {N} cases:\n' + '\n'.join(logged[:20])
+    finally: assert s.stop() == 0
+
+
+@pytest.mark.slow
+def test_fuzz_http_heavy(tmp_path):
+    "Issue 26's shapes (many BYTES elements, big bad JSON, NaN, deep nesting, deep file: keys), seeded; health stays fast."
+    from triton_servers import request
+    repo = http_fuzz.repository(tmp_path / 'models')
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', grpc=False)
+    worst, done = [0.0], threading.Event()
+    def poll():
+        while not done.is_set():
+            t = time.perf_counter()
+            assert request(s.http_port, 'GET', '/v2/health/live', timeout=30)[0] == 200
+            worst[0] = max(worst[0], time.perf_counter() - t)
+            time.sleep(0.01)
+    try:
+        cases = list(http_fuzz.heavy_cases(SEED, int(os.environ.get('FUZZ_HEAVY_CASES', 40))))
+        failures = run_cases(s.http_port, cases[:4], workers=2)
+        rss_warm = s.rss()
+        t = threading.Thread(target=poll); t.start()
+        try: failures += run_cases(s.http_port, cases[4:], workers=2)
+        finally: done.set(); t.join()
+        growth = s.rss() - rss_warm
+        assert not failures, f'{len(failures)} failing cases, e.g. {failures[0][1]} for {failures[0][0].note}'
+        assert s.request('GET', '/v2/health/ready')[0] == 200
+        assert growth < 200 << 20, f'RSS grew by {growth >> 20} MB over {len(cases) - 4} heavy cases'
+        assert worst[0] < 0.5, f'a health check took {worst[0] * 1000:.0f} ms during the heavy cases'
     finally: assert s.stop() == 0

@@ -134,11 +134,19 @@ def test_connection_cap_and_header_size(repo):
     try:
         for _ in range(40): held.append(_connect(s.http_port))
         time.sleep(0.2)         # let the server accept them all (nothing to wait on from outside)
-        extra = _connect(s.http_port)
+        extra = _connect(s.http_port)          # past the cap: anything but a health check gets a 503 (issue 26)
         extra.settimeout(30)
+        extra.sendall(b'GET /v2/models/add_sub HTTP/1.1\r\nHost: x\r\n\r\n')
         answer = extra.recv(65536)
         assert answer.startswith(b'HTTP/1.1 503') and b'too many open connections (limit 40)' in answer
         assert _closed_by_server(extra, within=30)
+        probe = _connect(s.http_port)          # a load balancer's probe is still answered, once
+        probe.settimeout(30)
+        probe.sendall(b'GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n')
+        assert probe.recv(65536).startswith(b'HTTP/1.1 200')
+        assert _closed_by_server(probe, within=30)
+        silent = _connect(s.http_port)         # one that says nothing is closed within a second or two
+        assert _closed_by_server(silent, within=5)
         for c in held: c.close()
         held.clear()
         deadline = time.monotonic() + 30

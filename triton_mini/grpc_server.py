@@ -21,7 +21,7 @@ from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, form
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop, validate_request
-from .http_server import classify, output_labels, apply_log_settings
+from .http_server import classify, output_labels, apply_log_settings, off_loop, _output_bytes, OFF_LOOP_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -459,13 +459,13 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    req, classes, _ = decode_infer_request(request, m, version, self.forwarded_headers(context))
+    req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context))
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
-    return encode_infer_response(req, resp, m, classes)
+    return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, m, classes)
 
 # %% ../nbs/08a_grpc.ipynb #4d2d6e08
 def _is_decoupled(server:TritonServer, request) -> bool:
@@ -480,6 +480,7 @@ class InferStream:
         self.errors, self.forwarded = errors or UnexpectedErrors(), forwarded
         self.ordered = deque()   # requests to models that are not decoupled, oldest first: they answer in this order
         self.in_flight, self.reading = 0, True
+        self.predecoded = {}     # id(request) -> _predecode's answer, for big requests
 
 # %% ../nbs/08a_grpc.ipynb #624d6269
 @patch
@@ -517,11 +518,24 @@ async def read(self:InferStream, request_iterator):
     try:
         async for request in request_iterator:
             if request is UNPARSABLE: break
+            if request.ByteSize() > OFF_LOOP_BYTES:     # decode a big one on a thread; issue it here, in order
+                self.predecoded[id(request)] = await asyncio.to_thread(_predecode, self.server, request, self.forwarded)
             self.issue(request)
     except Exception as e: log.debug(f'stream read ended: {e!r}')
     finally:
         self.reading = False
         self._maybe_end()
+
+# %% ../nbs/08a_grpc.ipynb #ee9e5031
+def _predecode(server, request, forwarded):
+    "(model, decode_infer_request's answer) for a big stream request, on a thread; a TritonError (no traceback) for a bad one."
+    try:
+        version = parse_version(request.model_version)
+        m = server.repository.get(request.model_name, version)
+        return m, decode_infer_request(request, m, version, forwarded)
+    except TritonError as e: err = TritonError(e.message, e.code)
+    except Exception: return None      # a bug: decoded again when issued, where it is answered and logged
+    return err
 
 # %% ../nbs/08a_grpc.ipynb #3a31ef1f
 class StreamRequest:
@@ -532,9 +546,13 @@ class StreamRequest:
         self.classes, self.empty_final = {}, False
 
     def submit(self):
-        version = parse_version(self.request.model_version)
-        self.m = self.stream.server.repository.get(self.request.model_name, version)
-        self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded)
+        pre = self.stream.predecoded.pop(id(self.request), None)
+        if isinstance(pre, TritonError): raise pre
+        if pre is not None: self.m, (self.req, self.classes, self.empty_final) = pre
+        else:
+            version = parse_version(self.request.model_version)
+            self.m = self.stream.server.repository.get(self.request.model_name, version)
+            self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded)
         self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
         self.stream.server.submit(self.req)
 

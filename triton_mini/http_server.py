@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, functools, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
+import asyncio, contextlib, functools, gc, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
 from dataclasses import dataclass
 import numpy as np
 import orjson
@@ -18,12 +18,12 @@ from .server import TritonServer, call_in_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'RESTRICTED_API_GROUPS', 'INTERNAL_ERROR', 'Response',
-           'error_response', 'parse_json', 'parse_deep_json', 'split_parameters', 'decode_infer_request', 'c_atoi',
-           'header_length', 'classify', 'encode_infer_response', 'parse_path', 'HTTPFrontend', 'apply_log_settings',
-           'output_labels', 'inflate', 'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog',
-           'exception_kind', 'call_asgi', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard',
-           'guarded_protocol', 'bind_socket', 'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'OFF_LOOP_BYTES', 'RESTRICTED_API_GROUPS', 'INTERNAL_ERROR',
+           'CUT_AT_EXIT', 'HEALTH_SPARE', 'Response', 'error_response', 'parse_json', 'gc_paused', 'parse_deep_json',
+           'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'classify', 'encode_infer_response',
+           'parse_path', 'HTTPFrontend', 'apply_log_settings', 'output_labels', 'inflate', 'off_loop',
+           'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog', 'exception_kind', 'call_asgi',
+           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/08_http.ipynb #643ca634
 _JSON = [(b'content-type', b'application/json')]
@@ -68,19 +68,37 @@ def _too_deep(limit): return TritonError(f'JSON nesting depth exceeds maximum al
 
 def parse_json(body:bytes):
     "The request body as JSON, or Triton's 500 for malformed JSON."
-    try: return orjson.loads(body)
-    except orjson.JSONDecodeError as e: err = e
+    try:
+        if len(body) <= DEEP_JSON_BYTES: return orjson.loads(body)
+        with gc_paused(): return orjson.loads(body)
+    except orjson.JSONDecodeError as e: why, pos = str(e), e.pos     # not `e`: its traceback would keep this frame and the body alive
     if len(body) <= DEEP_JSON_BYTES: return parse_deep_json(body)   # NaN/Infinity, deep nesting, rapidjson's words for errors
-    if str(err).startswith('depth limit'): raise _too_deep(1024)
-    try: return json.loads(body)   # NaN / Infinity tokens in a big body
-    except ValueError: pass
-    except RecursionError: raise _too_deep(1024) from None
-    raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, err)} at {err.pos}', 'INTERNAL') from None
+    if why.startswith('depth limit'): raise _too_deep(1024)
+    if b'NaN' in body or b'Infinity' in body:      # NaN / Infinity tokens in a big body (json reads them, 3x slower than orjson)
+        try: return json.loads(body)
+        except ValueError: deep = False
+        except RecursionError: deep = True
+        if deep: raise _too_deep(1024)
+    raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, why, pos)} at {pos}', 'INTERNAL')
 
-def _rapidjson_message(body:bytes, e) -> str:
-    "The words rapidjson (Triton's parser) uses for the most common ways a body is not JSON."
-    if 'trailing' in str(e).lower() or 'after document' in str(e): return 'The document root must not be followed by other values.'
-    if body.lstrip()[:1] == b'{' and e.pos <= 1 and body[e.pos:e.pos + 1] not in (b'"', b'}'): return 'Missing a name for object member.'
+_gc_lock, _gc_state = threading.Lock(), {'pauses': 0, 'was_enabled': True}
+
+@contextlib.contextmanager
+def gc_paused():
+    "No garbage collection meanwhile (process-wide, nestable across threads): for one big allocating C call."
+    with _gc_lock:
+        if _gc_state['pauses'] == 0: _gc_state['was_enabled'] = gc.isenabled(); gc.disable()
+        _gc_state['pauses'] += 1
+    try: yield
+    finally:
+        with _gc_lock:
+            _gc_state['pauses'] -= 1
+            if _gc_state['pauses'] == 0 and _gc_state['was_enabled']: gc.enable()
+
+def _rapidjson_message(body:bytes, why:str, pos:int) -> str:
+    "The words rapidjson (Triton's parser) uses for the most common ways a body is not JSON (from orjson's `why` at `pos`)."
+    if 'trailing' in why.lower() or 'after document' in why: return 'The document root must not be followed by other values.'
+    if body.lstrip()[:1] == b'{' and pos <= 1 and body[pos:pos + 1] not in (b'"', b'}'): return 'Missing a name for object member.'
     return 'Invalid value.'
 
 # %% ../nbs/08_http.ipynb #82893bd0
@@ -396,20 +414,20 @@ def _models(self:HTTPFrontend, *a) -> Response:
 
 # %% ../nbs/08_http.ipynb #88d6b1a0
 @patch
-def _index(self:HTTPFrontend, body) -> Response:
-    doc = parse_json(body) if body else {}
+async def _index(self:HTTPFrontend, body) -> Response:
+    doc = await off_loop(len(body), parse_json, body) if body else {}
     ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
     return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
 
 @patch
 async def _repository(self:HTTPFrontend, name, action, body) -> Response:
-    doc = parse_json(body) if body else {}
+    doc = await off_loop(len(body), parse_json, body) if body else {}
     params = doc.get('parameters') if isinstance(doc, dict) else None
     if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
         ud = params.get('unload_dependents') if isinstance(params, dict) else None
         await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)
         return Response(200, b'')
-    config, files = _load_parameters(params)
+    config, files = await off_loop(len(body), _load_parameters, params)   # files may be megabytes of base64
     await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
     return Response(200, b'')
 
@@ -437,9 +455,9 @@ def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(s
 
 # %% ../nbs/08_http.ipynb #a94146c9
 @patch
-def _logging(self:HTTPFrontend, method, body) -> Response:
+async def _logging(self:HTTPFrontend, method, body) -> Response:
     if method == 'POST':
-        doc = parse_json(body) if body.strip() else {}
+        doc = await off_loop(len(body), parse_json, body) if body.strip() else {}
         if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
         if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
         for k in ('log_info', 'log_warning', 'log_error'):
@@ -477,14 +495,19 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     body = await self._inflated(body, headers.get(b'content-encoding'))
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
     if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
-    else: req, opts = decode_infer_request(name, version, body, n)
+    else: req, opts = await off_loop(len(body), decode_infer_request, name, version, body, n)
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
-    return encode_infer_response(req, resp, opts, m.batching, output_labels(m) if n != 0 and body else None)
+    labels = output_labels(m) if n != 0 and body else None
+    return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+
+def _output_bytes(resp) -> int:
+    "Roughly the work of encoding `resp`: its outputs' bytes (8 per BYTES element)."
+    return sum(getattr(a, 'nbytes', 0) for a in resp.outputs.values())
 
 def output_labels(m):
     "Classification labels per output: read by the core when the version loaded, inside its model folder."
@@ -531,6 +554,13 @@ async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes
     if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
     if len(body) <= 4096: return inflate(body, self.max_input_size)
     return await asyncio.to_thread(inflate, body, self.max_input_size)
+
+OFF_LOOP_BYTES = 64 * 1024
+
+async def off_loop(size:int, f, *args):
+    "`f(*args)`, on a thread when `size` (the bytes it works through) could hold the event loop past a millisecond."
+    if size <= OFF_LOOP_BYTES: return f(*args)
+    return await asyncio.to_thread(f, *args)
 
 class _Reply(Exception):
     "Raised by a handler to answer with this exact response (for headers an error response does not have)."
@@ -624,7 +654,7 @@ def _submit_stream(server, req):
 async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Response:
     m = self.server.repository.get(name, version)
     _identity_only(headers)
-    req = decode_generate(m, body)
+    req = await off_loop(len(body), decode_generate, m, body)
     m, queue = _submit_stream(self.server, req)
     responses = []
     while True:
@@ -645,7 +675,7 @@ async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers
     "Stream each response as a Server-Sent Event; the status follows the first response."
     m = self.server.repository.get(name, version)
     _identity_only(headers)
-    req = decode_generate(m, body)
+    req = await off_loop(len(body), decode_generate, m, body)
     m, queue = _submit_stream(self.server, req)
     started = False
     while True:
@@ -758,9 +788,9 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         if kind == 'server': return self._server()
         if kind == 'models': return self._models()
         if kind == 'stats': return self._stats()
-        if kind == 'index': return self._index(body)
+        if kind == 'index': return await self._index(body)
         if kind == 'repository': return await self._repository(name, action, body)
-        if kind == 'logging': return self._logging(method, body)
+        if kind == 'logging': return await self._logging(method, body)
     except TritonError as e: return error_response(e)
     except _Reply as r: return r.response
     except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
@@ -803,6 +833,9 @@ async def __call__(self:HTTPFrontend, scope, receive, send):
         return
     try: await self._serve(scope, receive, send)
     except _ClientGone: return       # nobody to answer
+    except asyncio.CancelledError:   # cut at --exit-timeout-secs: still Triton's JSON error, not uvicorn's plain-text 500
+        try: await _send(send, error_response(TritonError(CUT_AT_EXIT, 'UNAVAILABLE')))
+        except Exception: pass
     except Exception as e:
         _noisy.report(exception_kind(e), f"{scope.get('method')} request failed: {exception_kind(e)}", e, logging.ERROR)
         try: await _send(send, error_response(TritonError(INTERNAL_ERROR, 'INTERNAL')))
@@ -820,8 +853,10 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw)
     if resp is None: return          # a stream that already sent itself
     if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
-        resp = _compress(resp, headers[b'accept-encoding'])
+        resp = await off_loop(len(resp.body), _compress, resp, headers[b'accept-encoding'])
     await _send(send, resp)
+
+CUT_AT_EXIT = 'the server is shutting down and the request did not finish within --exit-timeout-secs'
 
 def _too_large(n, limit):
     return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
@@ -860,9 +895,11 @@ class HTTPLimits:
     body_timeout: float = 60.0              # seconds without a body byte
     max_header_size: int = 64 * 1024        # bytes of request line + headers
     max_connections: int | None = None      # None: default_max_connections()
+    body_total_timeout: float | None = None # seconds for a whole body; None: 5 x body_timeout
 
     def __post_init__(self):
         if self.max_connections is None: self.max_connections = default_max_connections()
+        if self.body_total_timeout is None: self.body_total_timeout = 5 * self.body_timeout
 
 # %% ../nbs/08_http.ipynb #b0fe165d
 _UPGRADE = re.compile(rb'(\r\n)upgrade[ \t]*:', re.IGNORECASE)
@@ -877,15 +914,17 @@ class ConnectionGuard:
     limits: HTTPLimits = HTTPLimits()   # guarded_protocol() gives each server class its own
     _sweeping = False                   # per class: is a sweep scheduled?
     _deadline = None                    # loop time by which this connection must make progress; None: no limit now
-    _refused = _head_too_big = _in_head = False
+    _refused = _head_too_big = _in_head = _over_cap = _not_health = False
+    _body_end = math.inf                # loop time by which the body must be complete
 
     def connection_made(self, transport):
-        if len(self.connections) >= self.limits.max_connections:
+        if len(self.connections) >= self.limits.max_connections + HEALTH_SPARE:
             self._refused = True
             _noisy.report('connections', f'refusing connections: {len(self.connections)} are open (--http-max-connections)')
             transport.write(_raw_response('503 Service Unavailable', f'too many open connections (limit {self.limits.max_connections})'))
             return transport.close()
         super().connection_made(transport)
+        self._over_cap = len(self.connections) > self.limits.max_connections   # health only, one request, one second
         self._expect_head()
         cls = type(self)
         if not cls._sweeping:
@@ -896,7 +935,8 @@ class ConnectionGuard:
         if not self._refused: super().connection_lost(exc)
 
     def _expect_head(self):
-        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + self.limits.header_timeout, 0, [], True
+        timeout = min(self.limits.header_timeout, 1.0) if self._over_cap else self.limits.header_timeout
+        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + timeout, 0, [], True
 
     def data_received(self, data:bytes):
         if self._in_head:
@@ -920,6 +960,9 @@ def _count_head(self:ConnectionGuard, n:int):
 @patch
 def on_url(self:ConnectionGuard, url):
     self._count_head(len(url))
+    if self._over_cap and not url.startswith(b'/v2/health/'):
+        self._not_health = True
+        raise ValueError('over the connection cap')   # stops the parser; send_400_response answers 503
     super(ConnectionGuard, self).on_url(url)
 
 @patch
@@ -932,12 +975,13 @@ def on_header(self:ConnectionGuard, name, value):
 def on_headers_complete(self:ConnectionGuard):
     self._in_head = False
     self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
-    self._deadline = self.loop.time() + self.limits.body_timeout
+    self._body_end = self.loop.time() + self.limits.body_total_timeout
+    self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)
     super(ConnectionGuard, self).on_headers_complete()
 
 @patch
 def on_body(self:ConnectionGuard, body):
-    self._deadline = self.loop.time() + self.limits.body_timeout
+    self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)   # a trickle does not last forever
     super(ConnectionGuard, self).on_body(body)
 
 @patch
@@ -948,18 +992,21 @@ def on_message_complete(self:ConnectionGuard):
 @patch
 def on_response_complete(self:ConnectionGuard):
     super(ConnectionGuard, self).on_response_complete()
+    if self._over_cap: return self.transport.close()   # its one health answer is sent
     if self.cycle is None or self.cycle.response_complete: self._expect_head()   # unless a pipelined request started
 
 @patch
 def send_400_response(self:ConnectionGuard, msg:str):
     "Malformed HTTP gets a JSON answer too (431 for a head over --http-max-header-size), then the connection closes."
     if self._head_too_big: data = _raw_response('431 Request Header Fields Too Large', f'request head exceeds {self.limits.max_header_size} bytes')
+    elif self._not_health: data = _raw_response('503 Service Unavailable', f'too many open connections (limit {self.limits.max_connections})')
     else: data = _raw_response('400 Bad Request', msg)
     self.transport.write(data)
     self.transport.close()
 
 # %% ../nbs/08_http.ipynb #8d5d3253
 _SWEEP_SECS = 0.5
+HEALTH_SPARE = 64   # connections past --http-max-connections that may still ask /v2/health/*
 
 def _sweep(cls, connections:set, loop):
     "Close the connections that missed their deadline; again in a moment while any are open."

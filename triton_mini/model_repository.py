@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_model_repository.ipynb #52e68bc5
 from __future__ import annotations
-import logging, os, shutil, tempfile, threading, time
+import contextlib, logging, os, shutil, tempfile, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from fastcore.basics import patch
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'model_path',
            'config_paths', 'check_config_paths', 'op_library_path', 'find_models', 'version_dirs', 'select_versions',
            'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
-           'model_fingerprint', 'dependencies']
+           'model_fingerprint', 'dependencies', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -452,12 +452,33 @@ def _write_override_files(self:ModelRepository, name:str, files:dict, config) ->
         for rel, data in files.items():
             p = model_path(root, rel, what=f"file parameter 'file:{rel}'")
             p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(data)
-    except (TritonError, OSError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        log.error(f"Poll failed for model directory '{name}': {e.message if isinstance(e, TritonError) else e}")
-        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL') from None
-    self._override_roots.add(tmp)
-    return root
+    except BaseException as e:       # anything, even a RecursionError from folders nested 1,500 deep: the directory goes
+        remove_tree(tmp)
+        if not isinstance(e, Exception): raise
+        why = e.message if isinstance(e, TritonError) else str(e) or type(e).__name__
+    else:
+        self._override_roots.add(tmp)
+        return root
+    log.error(f"Poll failed for model directory '{name}': {why}")
+    raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
+
+def remove_tree(top:Path):
+    "shutil.rmtree(top, ignore_errors=True) without recursion (Python 3.11's recurses once per folder level)."
+    stack, opened = [str(top)], set()
+    while stack:
+        d = stack[-1]
+        if d in opened:                  # its contents are gone (or cannot go): the folder itself
+            stack.pop()
+            with contextlib.suppress(OSError): os.rmdir(d)
+            continue
+        opened.add(d)
+        try:
+            with os.scandir(d) as it: entries = list(it)
+        except OSError: entries = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False): stack.append(e.path)
+            else:
+                with contextlib.suppress(OSError): os.unlink(e.path)
 
 # %% ../nbs/02_model_repository.ipynb #ab6f10d9
 _LIVE = (LOADING, READY, UNLOADING)
@@ -468,7 +489,7 @@ def _sweep_overrides(self:ModelRepository):
     live = {st.model_dir.parent for e in list(self.models.values()) for st in list(e.versions.values())
             if st.state in _LIVE and st.model_dir is not None}
     for tmp in list(self._override_roots):
-        if tmp not in live: shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
+        if tmp not in live: remove_tree(tmp); self._override_roots.discard(tmp)
 
 @patch
 def _sweep_soon(self:ModelRepository):
@@ -480,7 +501,7 @@ def _sweep_soon(self:ModelRepository):
 @patch
 def remove_overrides(self:ModelRepository):
     "Remove every override directory (server stop, after the models are unloaded)."
-    for tmp in list(self._override_roots): shutil.rmtree(tmp, ignore_errors=True); self._override_roots.discard(tmp)
+    for tmp in list(self._override_roots): remove_tree(tmp); self._override_roots.discard(tmp)
 
 # %% ../nbs/02_model_repository.ipynb #23de69fb
 @patch

@@ -10,6 +10,7 @@ __all__ = ['DATATYPES', 'DataType', 'wire_to_config', 'config_to_wire', 'np_dtyp
 
 # %% ../nbs/01_tensors.ipynb #1e26b7dc
 from array import array
+from itertools import repeat
 from dataclasses import dataclass
 import math, re, struct
 
@@ -189,22 +190,38 @@ def _string_count_error(got, expected, name, model, request_id):
                        f"for inference input '{name}' for model '{model}', got {got}")
 
 # %% ../nbs/01_tensors.ipynb #5058cc37
+_CHUNK = 1 << 15   # elements per bulk C call: a few ms, so a thread doing this lets the event loop in between
+
+def _chunked(f, seq)->list:
+    "`f` applied to `seq` in slices of _CHUNK, concatenated (bulk C calls short enough to share the GIL)."
+    if len(seq) <= _CHUNK: return f(seq)
+    out = []
+    for i in range(0, len(seq), _CHUNK): out += f(seq[i:i + _CHUNK])
+    return out
+
+def _types(seq)->list: return [set(map(type, seq))]
+def _all_of(seq, t)->bool: return all(s <= {t} for s in _chunked(_types, seq))
+
 def _object_array(elements:list, shape:list, name:str='', model:str='', request_id:str='')->np.ndarray:
     "An object array of `shape` holding `elements` (np.array would try to look inside them)."
     _check_holdable(shape, 8, name, model, request_id)
     arr = np.empty(len(elements), dtype=object)
-    arr[:] = elements
+    for i in range(0, len(elements), _CHUNK): arr[i:i + _CHUNK] = elements[i:i + _CHUNK]
     return arr.reshape(shape)
 
 # %% ../nbs/01_tensors.ipynb #3b719863
 _BYTES_JSON_ERROR = "Unable to parse JSON bytes array: attempt to access JSON non-string as string"
 
+def _encode_all(values:list)->list: return list(map(str.encode, values, repeat('utf-8'), repeat('surrogateescape')))
+
 def _bytes_from_json(data, count, shape, name, model, request_id):
     "An object array of utf-8 `bytes` from (nested) JSON strings."
-    values = list(_leaves(data))
-    if not all(isinstance(v, str) for v in values): raise TritonError(_BYTES_JSON_ERROR, 'INTERNAL')
+    if _all_of(data, str): values = data        # a flat list of strings, the usual case: no walk
+    else:
+        values = list(_leaves(data))
+        if not all(isinstance(v, str) for v in values): raise TritonError(_BYTES_JSON_ERROR, 'INTERNAL')
     if len(values) != count: raise _string_count_error(len(values), count, name, model, request_id)
-    return _object_array([v.encode('utf-8', 'surrogateescape') for v in values], shape, name, model, request_id)
+    return _object_array(_chunked(_encode_all, values), shape, name, model, request_id)
 
 # %% ../nbs/01_tensors.ipynb #c28928bd
 _FAST_TYPES = {'bool': {bool}, 'int': {int}, 'uint': {int}, 'fp': {int, float}}
@@ -256,6 +273,14 @@ def _json_string(x)->str:
     return _RawString(b.decode('utf-8', 'surrogateescape'))
 
 # %% ../nbs/01_tensors.ipynb #4a3c13cd
+def _json_strings(values:list)->list:
+    "What _json_string gives for each element; in bulk when all are bytes of printable UTF-8 (the usual case)."
+    if set(map(type, values)) <= {bytes}:
+        try: strs = list(map(bytes.decode, values))
+        except UnicodeDecodeError: strs = None
+        if strs is not None and ''.join(strs).isprintable(): return strs   # printable iff each one is
+    return [_json_string(x) for x in values]
+
 def to_json_data(arr:np.ndarray, # An output tensor (converted to the datatype's dtype if it differs)
                  datatype:str,   # Wire datatype, e.g. 'FP32'
                 )->list:         # Flat row-major values for `json_dumps`
@@ -264,7 +289,7 @@ def to_json_data(arr:np.ndarray, # An output tensor (converted to the datatype's
     kind = _KIND[dt.wire]
     if kind == 'binary_only':
         raise TritonError(f"sending {dt.wire} data via JSON is not supported. Please use the binary data format for output")
-    if kind == 'bytes': return [_json_string(x) for x in np.asarray(arr, dtype=object).ravel().tolist()]
+    if kind == 'bytes': return _chunked(_json_strings, np.asarray(arr, dtype=object).ravel().tolist())
     values = np.asarray(arr, dtype=dt.np_dtype).ravel().tolist()
     if kind == 'fp' and not math.isfinite(sum(values)):  # a finite sum means every value is finite
         values = [v if math.isfinite(v) else _NonFinite(v) for v in values]
@@ -302,25 +327,55 @@ def _as_bytes(x)->bytes:
     if isinstance(x, bytes): return x
     return (x if isinstance(x, str) else str(x)).encode('utf-8', 'surrogateescape')
 
+_PREFIXES = [struct.pack('<I', n) for n in range(1 << 12)]   # the length prefixes of short elements, made once
+
+def _serialize(elements:list)->list:
+    "[Triton's BYTES layout of `elements`], no Python code per element when they are bytes."
+    if not set(map(type, elements)) <= {bytes}: elements = [_as_bytes(x) for x in elements]
+    lengths = list(map(len, elements))
+    if max(lengths, default=0) < len(_PREFIXES): prefixes = list(map(_PREFIXES.__getitem__, lengths))
+    else: prefixes = [struct.pack('<I', n) for n in lengths]
+    parts = [b''] * (2 * len(elements))
+    parts[::2], parts[1::2] = prefixes, elements
+    return [b''.join(parts)]
+
 def serialize_byte_tensor(arr)->bytes: # Array (or list) of bytes/str elements, any shape
     "Triton's BYTES layout: a 4-byte little-endian length before each element, row-major."
-    elements = [_as_bytes(x) for x in np.asarray(arr, dtype=object).ravel().tolist()]
-    return b''.join([struct.pack('<I', len(b)) + b for b in elements])
+    return b''.join(_chunked(_serialize, np.asarray(arr, dtype=object).ravel().tolist()))
 
 # %% ../nbs/01_tensors.ipynb #e9d4827b
+_U32 = struct.Struct('<I')
+
+def _uniform_split(buf:bytes, expected)->list|None:
+    "The elements when all have the length of the first (one numpy check, no loop); else None."
+    size = len(buf)
+    if size < 4: return None
+    stride = 4 + _U32.unpack_from(buf, 0)[0]
+    count = size // stride
+    if size % stride or (expected is not None and count != expected): return None
+    lengths = np.ndarray((count,), '<u4', buf, 0, (stride,))
+    if not (lengths == stride - 4).all(): return None
+    if stride == 4: return [b''] * count
+    return _chunked(lambda s: s.tolist(), np.ndarray((count,), f'V{stride - 4}', buf, 4, (stride,)))
+
 def _split_bytes(buf, expected, name, model, request_id)->list:
     "The elements of a BYTES buffer, checked in the order Triton checks them."
-    mv, pos, out, short = memoryview(buf).cast('B'), 0, [], None
-    while pos < len(mv):
-        if len(mv) - pos < 4:
+    buf = bytes(buf)    # slices of bytes are bytes: no memoryview per element
+    if (out := _uniform_split(buf, expected)) is not None: return out
+    size, unpack, out = len(buf), _U32.unpack_from, []
+    append, pos, n = out.append, 0, 0
+    cap = size // 4 if expected is None else min(max(expected, 0), size // 4)   # Triton stops at one element too many
+    for _ in range(cap):
+        if pos + 4 > size: break
+        n = unpack(buf, pos)[0]
+        append(buf[pos + 4:pos + 4 + n]); pos += 4 + n
+    if pos < size:
+        if size - pos < 4:
             raise TritonError(f"{request_prefix(request_id)}incomplete string length indicator for inference input '{name}' for model '{model}', "
-                              f"expecting 4 bytes but only {len(mv) - pos} bytes available. Please make sure the string length indicator is in one buffer.")
-        if expected is not None and len(out) >= expected: raise _string_count_error(len(out) + 1, expected, name, model, request_id)
-        n = struct.unpack_from('<I', mv, pos)[0]
-        if pos + 4 + n > len(mv): short = (n, len(mv) - pos - 4)
-        out.append(bytes(mv[pos + 4:pos + 4 + n])); pos += 4 + n
+                              f"expecting 4 bytes but only {size - pos} bytes available. Please make sure the string length indicator is in one buffer.")
+        raise _string_count_error(len(out) + 1, expected, name, model, request_id)
     if expected is not None and len(out) != expected: raise _string_count_error(len(out), expected, name, model, request_id)
-    if short: raise TritonError(f"incomplete string data for inference input '{name}', expecting string of length {short[0]} but only {short[1]} bytes available")
+    if pos > size: raise TritonError(f"incomplete string data for inference input '{name}', expecting string of length {n} but only {len(out[-1])} bytes available")
     return out
 
 # %% ../nbs/01_tensors.ipynb #5b3de19c
@@ -365,4 +420,6 @@ def byte_size(arr, datatype:str)->int:
     "The `binary_data_size` of `arr` sent as `datatype`."
     dt = _lookup(datatype)
     if dt.itemsize is not None: return int(np.size(arr)) * dt.itemsize
-    return sum(4 + len(_as_bytes(x)) for x in np.asarray(arr, dtype=object).ravel().tolist())
+    values = np.asarray(arr, dtype=object).ravel().tolist()
+    if _all_of(values, bytes): return 4 * len(values) + sum(map(len, values))
+    return sum(4 + len(_as_bytes(x)) for x in values)

@@ -1,0 +1,167 @@
+"""Issue 26, the front ends' rows: a bad JSON body that leaked its memory (row 2), BYTES requests and big JSON
+bodies that stalled the event loop (rows 3 and 6), and the low ones (row 10: a trickled body, a deep `file:` key,
+requests cut at the exit timeout). Each test sends the bad request, then checks that the server is still live
+and ready and that a healthy model next to it answers.
+
+One triton-mini process serves the module (its memory and latency are measured from outside); the unit tests
+call the code in process.
+"""
+import asyncio, gc, glob, gzip, json, os, socket, struct, sys, threading, time
+
+import numpy as np
+import pytest
+
+from triton_servers import MiniProcess, copy_models, request
+
+MB = 1 << 20
+OK = {'inputs': [{'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]},
+                 {'name': 'INPUT1', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 1, 1, 1]}]}
+
+
+@pytest.fixture(scope='module')
+def tmp_root(tmp_path_factory): return tmp_path_factory.mktemp('reliability')
+
+
+@pytest.fixture(scope='module')
+def server(tmp_root):
+    "triton-mini with add_sub and identity_bytes, explicit control (for loads), its own TMPDIR (override folders)."
+    repo = copy_models(tmp_root / 'models', 'conformance/add_sub', 'conformance/identity_bytes')
+    (tmp_root / 'tmp').mkdir()
+    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=identity_bytes',
+                    '--http-body-timeout-secs=0.4', env={'TMPDIR': str(tmp_root / 'tmp')})
+    yield s
+    assert s.stop() == 0
+
+
+def still_healthy(s):
+    "Live, ready, and add_sub answers."
+    assert s.request('GET', '/v2/health/live')[0] == 200
+    assert s.request('GET', '/v2/health/ready')[0] == 200
+    status, _, body = s.request('POST', '/v2/models/add_sub/infer', json.dumps(OK).encode())
+    assert status == 200 and json.loads(body)['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
+
+
+def health_latency_during(s, work) -> tuple:
+    "(work's result, the worst /v2/health/live latency in seconds while `work()` ran, how many checks)."
+    worst, n, done = [0.0], [0], threading.Event()
+    def poll():
+        while not done.is_set():
+            t = time.perf_counter()
+            assert request(s.http_port, 'GET', '/v2/health/live', timeout=30)[0] == 200
+            worst[0], n[0] = max(worst[0], time.perf_counter() - t), n[0] + 1
+            time.sleep(0.005)
+    t = threading.Thread(target=poll); t.start()
+    try: result = work()
+    finally: done.set(); t.join()
+    return result, worst[0], n[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Row 2: a body that fails to parse is freed
+
+def test_parse_json_keeps_no_exception():
+    "The frame of a failed parse keeps nothing alive: no exception (whose traceback holds the frame) in a local."
+    from triton_mini.http_server import parse_json
+    from triton_mini.errors import TritonError
+    bad = b'{"inputs": [' + b'1,' * 200_000 + b'x]}'      # over 256 KiB: orjson's failure path
+    refs = sys.getrefcount(bad)
+    gc.disable()                  # a cycle would be freed by a collection that happens to run: none may
+    try:
+        for _ in range(3):
+            with pytest.raises(TritonError, match='Invalid value'): parse_json(bad)
+        assert sys.getrefcount(bad) == refs
+    finally: gc.enable()
+
+
+@pytest.mark.slow
+def test_bad_json_bodies_do_not_grow_memory(server):
+    "50 gzipped bodies of 8 MB that fail to parse: RSS grows by < 50 MB (before: the whole body, and more, per request)."
+    bad = gzip.compress(b'{"inputs": [' + b'1,' * (4 * MB) + b'x]}')
+    gz = {'Content-Encoding': 'gzip'}
+    for _ in range(3): server.request('POST', '/v2/models/add_sub/infer', bad, gz)
+    base = server.rss()
+    for _ in range(50):
+        status, _, body = server.request('POST', '/v2/models/add_sub/infer', bad, gz)
+        assert status == 500 and b"failed to parse the request JSON buffer: Invalid value." in body
+    grew = (server.rss() - base) / MB
+    assert grew < 50, f'RSS grew by {grew:.0f} MB after 50 bad bodies'
+    still_healthy(server)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rows 3 and 6: the event loop stays free while big requests decode
+
+def test_grpc_many_bytes_elements_keep_health_answered(server):
+    "A gRPC request of a million small BYTES elements of varied length: health answers in < 100 ms meanwhile."
+    import tritonclient.grpc as grpcclient
+    values = np.array([b'abcdefghij'[:i % 11] for i in range(1_000_000)], dtype=object)
+    client = grpcclient.InferenceServerClient(f'127.0.0.1:{server.grpc_port}')
+    try:
+        inp = grpcclient.InferInput('IN', [len(values)], 'BYTES'); inp.set_data_from_numpy(values)
+        result, worst, checks = health_latency_during(server, lambda: client.infer('identity_bytes', [inp], client_timeout=120))
+    finally: client.close()
+    assert (result.as_numpy('OUT') == values).all()
+    assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    still_healthy(server)
+
+
+def test_big_json_body_keeps_health_answered(server):
+    "An HTTP body of half a million nested BYTES strings (7 MB of JSON): health answers in < 100 ms meanwhile."
+    n = 500_000
+    body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': [['abcdefgh'], ['ijk']] * (n // 2)}]}).encode()
+    (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
+    assert status == 200 and len(json.loads(out)['outputs'][0]['data']) == n
+    assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    still_healthy(server)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Row 10
+
+def test_trickled_body_is_closed(server):
+    "A body sent a byte every 0.2 s (each within --http-body-timeout-secs=0.4) is cut at 5 x 0.4 s in all."
+    c = socket.create_connection(('127.0.0.1', server.http_port))
+    try:
+        c.sendall(b'POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n')
+        start, closed = time.monotonic(), False
+        while time.monotonic() - start < 10:
+            try: c.sendall(b' ')
+            except OSError: closed = True; break
+            c.settimeout(0.2)
+            try:
+                if c.recv(1024) == b'': closed = True; break
+            except socket.timeout: pass
+            except OSError: closed = True; break
+        took = time.monotonic() - start
+    finally: c.close()
+    assert closed and 1.5 < took < 5, f'closed={closed} after {took:.1f} s'
+    still_healthy(server)
+
+
+def test_deep_file_key_leaves_no_temp_dir(server, tmp_root):
+    "A load whose file: key nests 1,500 folders fails with Triton's poll error and leaves no override folder behind."
+    key = 'file:' + '/'.join(['d'] * 1500) + '/model.py'
+    body = json.dumps({'parameters': {'config': '{"backend": "python"}', key: 'eA=='}}).encode()
+    status, _, answer = server.request('POST', '/v2/repository/models/deep/load', body)
+    assert (status, json.loads(answer)) == (500, {'error': "failed to load 'deep', failed to poll from model repository"})
+    assert glob.glob(str(tmp_root / 'tmp' / 'triton_mini_override_*')) == []
+    still_healthy(server)
+
+
+def test_request_cut_at_exit_timeout_gets_json():
+    "A request still running when uvicorn cancels it (the exit timeout) gets Triton's JSON error shape, not plain text."
+    from triton_mini.http_server import HTTPFrontend, CUT_AT_EXIT
+    app = HTTPFrontend.__new__(HTTPFrontend)
+    async def hang(*a): await asyncio.sleep(3600)
+    app._serve = hang
+    async def main():
+        sent = []
+        async def send(msg): sent.append(msg)
+        task = asyncio.ensure_future(app({'type': 'http', 'method': 'GET', 'path': '/v2/health/ready', 'headers': []}, None, send))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.wait([task])
+        return sent
+    sent = asyncio.run(main())
+    assert sent[0]['status'] == 503 and (b'content-type', b'application/json') in sent[0]['headers']
+    assert json.loads(sent[1]['body']) == {'error': CUT_AT_EXIT}
