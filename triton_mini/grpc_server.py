@@ -100,7 +100,9 @@ def rpc(group:str):
             if status is None:
                 try: return await handler(self, request, context)
                 except TritonError as e: status = grpc_status(e)
-                except Exception as e: status = grpc_status(self.errors.internal(handler.__name__.lstrip('_'), e))
+                except (asyncio.CancelledError, KeyboardInterrupt): raise   # the call (or the server) is going away
+                except BaseException as e:   # SystemExit from model code reached through a load: this call fails, not the server
+                    status = grpc_status(self.errors.internal(handler.__name__.lstrip('_'), e))
             await context.abort(*status)
         return call
     return wrap
@@ -481,6 +483,7 @@ class InferStream:
         self.ordered = deque()   # requests to models that are not decoupled, oldest first: they answer in this order
         self.in_flight, self.reading = 0, True
         self.predecoded = {}     # id(request) -> _predecode's answer, for big requests
+        self.calls = set()       # the StreamRequests not final yet: dropped from their queues if the stream ends first
 
 # %% ../nbs/08a_grpc.ipynb #624d6269
 @patch
@@ -488,6 +491,7 @@ def issue(self:InferStream, request):
     "Submit one request read from the stream (its errors are written to the stream)."
     self.in_flight += 1
     call = StreamRequest(self, request, _is_decoupled(self.server, request))
+    self.calls.add(call)
     if not call.decoupled: self.ordered.append(call)
     try: call.submit()
     except Exception as e:   # a bug must still answer its request, or the stream would never end
@@ -505,6 +509,7 @@ def write(self:InferStream, call, message, final:bool):
         while self.ordered and self.ordered[0].message is not None: self.out.put_nowait(self.ordered.popleft().message)
     if final:
         self.in_flight -= 1
+        self.calls.discard(call)
         self._maybe_end()
 
 # %% ../nbs/08a_grpc.ipynb #5b379e2b
@@ -581,6 +586,14 @@ def _reply(self:StreamRequest, error:str|None, final:bool):
     r.parameters['triton_final_response'].bool_param = final
     return pb.ModelStreamInferResponse(error_message=error or '', infer_response=r)
 
+# %% ../nbs/08a_grpc.ipynb #3d869bec
+@patch
+def cancel_queued(self:InferStream):
+    "Drop the stream's requests still queued in a scheduler (those executing finish; their responses go nowhere)."
+    for call in list(self.calls):
+        sched = getattr(call.m, 'scheduler', None)
+        if call.req is not None and sched is not None and hasattr(sched, 'cancel'): sched.cancel(call.req)
+
 # %% ../nbs/08a_grpc.ipynb #12f05048
 @patch
 async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
@@ -590,7 +603,9 @@ async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
     reader = asyncio.create_task(stream.read(request_iterator))
     try:
         while (message := await stream.out.get()) is not None: yield message
-    finally: reader.cancel()
+    finally:
+        reader.cancel()
+        stream.cancel_queued()   # a cancelled stream's queued requests would only hold instances and sequence slots
 
 # %% ../nbs/08a_grpc.ipynb #d7f5ff45
 PROTOCOL_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging')

@@ -204,7 +204,7 @@ def split_parameters(params) -> tuple:
     if 'timeout' in reserved: _field(reserved, 'timeout', 'uint')
     if 'binary_data_output' in reserved: _field(reserved, 'binary_data_output', bool)
     sid = reserved.get('sequence_id')
-    if sid is not None and not isinstance(sid, str) and not (type(sid) is int and sid >= 0):
+    if sid is not None and not isinstance(sid, str) and not (type(sid) is int and 0 <= sid < 2**64):   # a uint64, as Triton parses it
         raise TritonError("Unable to parse 'sequence_id': attempt to access JSON non-string as string", 'INTERNAL')
     return user, reserved
 

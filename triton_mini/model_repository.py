@@ -224,9 +224,11 @@ def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int
     except ModelLoadError:
         if entry.versions.get(v) is st: del entry.versions[v]
         raise
-    except Exception as e:
+    except KeyboardInterrupt: raise
+    except BaseException as e:   # a backend runs model code: even its SystemExit is this version's failure, not the server's
         st.state, st.reason = UNAVAILABLE, reason_text(e)
         log.error(f"failed to load '{entry.name}' version {v}: {st.reason}")
+        e.__traceback__ = None
     return st
 
 # %% ../nbs/02_model_repository.ipynb #12bd240b

@@ -43,10 +43,11 @@ def import_model_file(model_file:Path, version:int|str):
     try:
         try: spec.loader.exec_module(module)
         except SyntaxError as e: raise TritonError(f'SyntaxError: {e}', 'INTERNAL') from None
-        except Exception as e: raise TritonError(_format_exception(e, model_file), 'INTERNAL') from None
+        except KeyboardInterrupt: raise
+        except BaseException as e: raise TritonError(_format_exception(e, model_file), 'INTERNAL') from None   # SystemExit too
         if not hasattr(module, 'TritonPythonModel'):
             raise TritonError(f"AttributeError: module '{label}' has no attribute 'TritonPythonModel'", 'INTERNAL')
-    except TritonError: release_model_module(module); raise
+    except BaseException: release_model_module(module); raise
     return module
 
 _path_users, _paths_added, _paths_lock = collections.Counter(), set(), threading.Lock()
@@ -87,8 +88,9 @@ class PythonModelInstance(ModelInstance):
         super().__init__(args)
         cfg = args.config
         fname = cfg.default_model_filename or 'model.py'
-        model_path(args.model_dir, str(args.model_version), fname, what=f"default_model_filename '{fname}'")   # stays in the model folder
-        self.model_file, self._module = args.version_dir / fname, None
+        # the file imported is the one checked: joined under the version folder as Triton does ('/x.py' is '<version>/x.py')
+        self.model_file = model_path(args.model_dir, str(args.model_version), fname, what=f"default_model_filename '{fname}'")
+        self._module = None
         self.decoupled = bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
         self.declared = [o.name for o in cfg.output]
         self._declared_set = set(self.declared)
@@ -107,7 +109,8 @@ class PythonModelInstance(ModelInstance):
             model = self._module.TritonPythonModel()
             if hasattr(model, 'initialize'):
                 try: model.initialize(initialize_args(self.args))
-                except Exception as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
+                except KeyboardInterrupt: raise
+                except BaseException as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
         except BaseException: release_model_module(self._module); raise
         return model
 
@@ -240,7 +243,7 @@ class PythonBackend(Backend):
         "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
         versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
         fname = config.default_model_filename or self.default_model_filename
-        files = [Path(model_dir) / str(v) / fname for v in versions if _inside(model_dir, v, fname) and (Path(model_dir) / str(v) / fname).exists()]
+        files = [f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()]   # as checked
         if not files: return config         # a file outside the model folder is never imported: the load says why
         try: module = import_model_file(files[0], files[0].parent.name)
         except TritonError: return config   # a broken model.py: loading the version will fail with the reason
@@ -248,16 +251,18 @@ class PythonBackend(Backend):
             cls = module.TritonPythonModel
             if not hasattr(cls, 'auto_complete_config'): return config
             try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
-            except Exception as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
+            except KeyboardInterrupt: raise
+            except BaseException as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
             if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
                 raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
                                   "return a valid pb.ModelConfig object.", stage='load', code='Internal')
             return ModelConfig.from_dict(done.as_dict())
         finally: release_model_module(module)
 
-def _inside(model_dir, version, fname) -> bool:
-    try: model_path(model_dir, str(version), fname); return True
-    except TritonError: return False
+def _inside(model_dir, version, fname) -> Path | None:
+    "The checked path of `fname` in `version`, None when it leaves the model folder."
+    try: return model_path(model_dir, str(version), fname)
+    except TritonError: return None
 
 # %% ../nbs/04a_python_backend.ipynb #01938cac
 PYTHON_BACKEND_MODES = ('thread', 'process')

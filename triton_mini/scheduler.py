@@ -205,8 +205,19 @@ def _deliver(req:InferenceRequest, resp:InferenceResponse):
 
 # %% ../nbs/05_scheduler.ipynb #552ea077
 @patch
+def _next_batch(self:Scheduler, inst:ModelInstance):
+    "`_take`, surviving any exception from forming a batch: it is logged and the worker goes on."
+    while True:
+        try: return self._take()
+        except BaseException as e:   # in a worker thread, even SystemExit must not end it
+            log.error(f"scheduler of model '{self.config.name}' failed to form a batch for '{inst.name}': {type(e).__name__}: {e}")
+            e.__traceback__ = None   # its frames hold the requests
+            time.sleep(0.001)        # a failure that repeats must not spin a core
+
+# %% ../nbs/05_scheduler.ipynb #f0806a70
+@patch
 def _worker(self:Scheduler, inst:ModelInstance):
-    while (batch := self._take()) is not None:
+    while (batch := self._next_batch(inst)) is not None:   # `_take`, guarded (above)
         self._running[inst.name] = batch
         try: self._run(inst, batch)
         except BaseException as e:
@@ -536,3 +547,26 @@ def batching_summary(arrivals_ms, batches) -> dict:
     span = batches[-1][1] - arrivals_ms[0]
     return {'mean_batch': float(np.mean([len(b[2]) for b in batches])), 'mean_latency_ms': float(np.mean(lat)),
             'p99_latency_ms': float(np.percentile(lat, 99)), 'busy': sum(e - s for s, e, _ in batches) / span}
+
+# %% ../nbs/05_scheduler.ipynb #ca54e736
+@patch
+def cancel(self:Scheduler, req:InferenceRequest) -> bool:
+    "Drop `req` if it is still queued: it is answered CANCELLED and counted as a CANCELED failure."
+    with self._cond: found = self._remove(req)
+    if found:
+        self.stats.record_request(req, False, self.clock(), 'CANCELED')
+        _deliver(req, InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
+    return found
+
+@patch
+def _remove(self:DefaultScheduler, req:InferenceRequest) -> bool:
+    if req not in self._queue: return False
+    self._queue.remove(req); self.stats.pending -= 1
+    return True
+
+@patch
+def _remove(self:DynamicBatcher, req:InferenceRequest) -> bool:
+    for q in self._queues.values():
+        for e in q:
+            if e.req is req: q.remove(e); self.stats.pending -= 1; return True
+    return False

@@ -14,13 +14,14 @@ from fastcore.basics import patch
 from .tensors import TritonError, np_dtype, config_to_wire
 from .model_config import ModelConfig
 from .backend import InferenceRequest, InferenceResponse
-from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, next_batch
+from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, next_batch, _deliver
+from .model_repository import model_path
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'Control', 'controls', 'control_tensor', 'initial_state', 'Sequence', 'Pool',
-           'SequenceBatcher']
+__all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'IDLE_GRACE_NS', 'Control', 'controls', 'control_tensor', 'initial_state',
+           'Sequence', 'Pool', 'SequenceBatcher']
 
 # %% ../nbs/05b_sequence_batcher.ipynb #0565b752
 SEQUENCE_START, SEQUENCE_END = 1, 2    # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
@@ -51,13 +52,26 @@ def control_tensor(c:Control, corrid, flags:int, ready:bool, batching:bool) -> n
     "The tensor control `c` holds for a request with this correlation id and flags (ready=False: a filler)."
     if c.kind == 'CORRID':
         if c.dtype == np.object_: value = str(corrid).encode()
-        else: value = 0 if isinstance(corrid, str) else corrid   # Triton 2.51 accepts a string id here, the tensor says 0
+        # Triton 2.51 accepts a string id here (the tensor says 0); an id is a uint64 that Triton casts to the
+        # control's type, wrapping as C does: 2**31 on INT32 is -2**31, 2**64-1 (-1 over gRPC) is -1
+        else: value = np.uint64(0 if isinstance(corrid, str) else corrid % 2**64).astype(c.dtype)
     else:
         on = {'START': flags & SEQUENCE_START, 'END': flags & SEQUENCE_END, 'READY': ready}[c.kind]
         value = c.true if on else c.false
     return np.array([[value]] if batching else [value], dtype=c.dtype)
 
 # %% ../nbs/05b_sequence_batcher.ipynb #4e1a7b28
+def _state_file(init, state, model_dir, dtype, shape) -> np.ndarray:
+    "The initial state read from `<model>/initial_state/<data_file>`: checked path, checked size."
+    path = model_path(model_dir, 'initial_state', init.data_file, what=f"data_file '{init.data_file}' of state '{state.input_name}'")
+    if not path.is_file(): raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
+    want, have = int(np.prod(shape)) * np.dtype(dtype).itemsize, path.stat().st_size
+    if np.dtype(dtype) == np.object_ or have != want:
+        raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}' expects {want} bytes, but the data "
+                          f"provided from '{init.data_file}' has {have} bytes", 'INVALID_ARG')
+    return np.fromfile(path, dtype=dtype).reshape(shape)
+
+# %% ../nbs/05b_sequence_batcher.ipynb #24303b67
 def initial_state(state, model_dir:Path|None, batching:bool) -> np.ndarray:
     "The tensor a sequence's first request gets as `state.input_name`."
     init = state.initial_state[0] if state.initial_state else None
@@ -65,8 +79,7 @@ def initial_state(state, model_dir:Path|None, batching:bool) -> np.ndarray:
     dims = [max(d, 1) for d in (init.dims if init else state.dims)]
     shape = ([1] if batching else []) + dims
     if init is not None and init.data_file:
-        path = Path(model_dir) / 'initial_state' / init.data_file
-        return np.fromfile(path, dtype=dtype).reshape(shape)
+        return _state_file(init, state, model_dir, dtype, shape)   # path and size checked (above)
     return np.zeros(shape, dtype)
 
 # %% ../nbs/05b_sequence_batcher.ipynb #20a7fde2
@@ -79,7 +92,8 @@ class Sequence:
     slot: int = -1
     busy: bool = False                             # one of its requests is executing
     state: dict = field(default_factory=dict)      # implicit state: input name -> tensor
-    last_ns: int = 0
+    last_ns: int = 0                               # arrival of its last request: the idle clock
+    done_ns: int = 0                               # when its last response was final
     def __repr__(self): return f'Sequence({self.corrid!r}, slot={self.slot}, pending={len(self.pending)})'
 
 @dataclass(eq=False)
@@ -90,6 +104,8 @@ class Pool:
     def __repr__(self): return f'Pool({[s.corrid if s else None for s in self.slots]})'
 
 # %% ../nbs/05b_sequence_batcher.ipynb #af4da7e9
+IDLE_GRACE_NS = 30_000_000   # 30 ms: after a response, the time a client has to send its sequence's next request (see _next_idle_s)
+
 class SequenceBatcher(Scheduler):
     "Triton's sequence batcher, strategies direct and oldest, with control inputs and implicit state."
     def __init__(self, config:ModelConfig, instances:list=(), stats:ModelStatistics|None=None, clock=time.monotonic_ns,
@@ -100,6 +116,8 @@ class SequenceBatcher(Scheduler):
         # a backend that does not update implicit state (Triton's Python backend) gets the initial state every time
         self.carries_state = all(getattr(i, 'updates_state', True) for i in instances)
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
+        self.grace_ns = min(self.idle_ns, IDLE_GRACE_NS)
+        for s in sb.state: initial_state(s, model_dir, config.max_batch_size > 0)   # a bad data_file fails the load, not a request
         super().__init__(config, instances, stats, clock)
 
     def _init_queue(self):
@@ -205,12 +223,28 @@ def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
         if resp is not None and resp.error is None:
             for s in states:
                 if s.output_name in resp.outputs: seq.state[s.input_name] = resp.outputs.pop(s.output_name)
-        if final:
-            with self._cond: seq.busy, seq.last_ns = False, self.clock(); self._cond.notify_all()
+        if final:   # the idle clock runs from the request's arrival (enqueue), as Triton's: not restarted here
+            with self._cond: seq.busy, seq.done_ns = False, self.clock(); self._cond.notify_all()
         if deliver is not None: deliver(r, resp, final)
     req.response_callback = routed
 
 # %% ../nbs/05b_sequence_batcher.ipynb #481874eb
+@patch
+def _prepare_or_fail(self:SequenceBatcher, seq:Sequence) -> InferenceRequest | None:
+    "`_prepare`, or None after answering the request it could not prepare (the lock is held)."
+    req = seq.pending[0]
+    try: return self._prepare(seq)
+    except BaseException as e:
+        if seq.pending and seq.pending[0] is req: seq.pending.popleft(); self.stats.pending -= 1
+        seq.busy = False
+        if req.flags & SEQUENCE_END and not seq.pending: self._release(seq)
+        err = TritonError(f"failed to prepare the sequence request for model '{self.config.name}': {type(e).__name__}: {e}", 'INTERNAL')
+        e.__traceback__ = None
+        self.stats.record_request(req, False, self.clock(), 'OTHER')
+        _deliver(req, InferenceResponse(error=err))
+        return None
+
+# %% ../nbs/05b_sequence_batcher.ipynb #9272d0f7
 @patch
 def filler(self:SequenceBatcher, like:InferenceRequest) -> InferenceRequest:
     "A direct batch's request for an empty slot: zeros shaped like `like`, READY false, CORRID 0, nobody waiting."
@@ -222,8 +256,9 @@ def filler(self:SequenceBatcher, like:InferenceRequest) -> InferenceRequest:
 @patch
 def _form(self:SequenceBatcher, pool:Pool, ready:list) -> list:
     "The batch for the first `len(ready)` chosen slots (the lock is held)."
-    real = {i: self._prepare(s) for i, s in ready}
-    if self.oldest: return [real[i] for i, _ in ready]
+    real = {i: r for i, s in ready if (r := self._prepare_or_fail(s)) is not None}
+    if not real: return []
+    if self.oldest: return [real[i] for i, _ in ready if i in real]
     like = next(iter(real.values()))
     return [real[i] if i in real else self.filler(like) for i in range(max(real) + 1)]
 @patch
@@ -231,7 +266,7 @@ def _counted(self:SequenceBatcher, batch:list) -> list:
     "Statistics leave out the fillers (READY=0 requests for empty slots), as Triton counts them."
     return [r for r in batch if '__filler__' not in r.parameters]
 
-# %% ../nbs/05b_sequence_batcher.ipynb #9272d0f7
+# %% ../nbs/05b_sequence_batcher.ipynb #e3a5cb52
 @patch
 def _take(self:SequenceBatcher):
     "Block until this worker's pool has a batch to send (or the batcher stops and nothing is left)."
@@ -241,7 +276,8 @@ def _take(self:SequenceBatcher):
             now = self.clock()
             ready = self._ready(pool)
             n, wait_ns = self._decide(pool, ready, now)
-            if n: return self._form(pool, ready[:n])
+            if n and (batch := self._form(pool, ready[:n])): return batch
+            if n: continue              # every chosen request failed to prepare (and was answered): look again
             if self._stopping and not ready and not any(s.pending for s in self.sequences.values()): return None
             self._cond.wait(wait_ns / 1e9 if wait_ns else (0.05 if self._stopping else None))
 
@@ -252,9 +288,17 @@ def _worker(self:SequenceBatcher, inst):
 
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
 @patch
+def _next_idle_s(self:SequenceBatcher, now:int) -> float:
+    "Seconds until the next sequence can idle out (at most 1 s: the reaper also notices a stop)."
+    due = [max(s.last_ns + self.idle_ns, s.done_ns + self.grace_ns) - now for s in self.sequences.values() if not s.pending and not s.busy]
+    return min(max(min(due), 0) / 1e9 + 0.001, 1.0) if due else 1.0
+
+# %% ../nbs/05b_sequence_batcher.ipynb #f22916dd
+@patch
 def _reap(self:SequenceBatcher, now:int) -> list:
     "Release the sequences idle for longer than max_sequence_idle_microseconds (the lock is held)."
-    idle = [s for s in self.sequences.values() if not s.pending and not s.busy and now - s.last_ns > self.idle_ns]
+    idle = [s for s in self.sequences.values() if not s.pending and not s.busy
+            and now - s.last_ns > self.idle_ns and now - s.done_ns > self.grace_ns]
     for s in idle:
         log.info(f"sequence {s.corrid} of model '{self.config.name}' released after {self.idle_ns // 1000} us idle")
         self._release(s)
@@ -264,8 +308,9 @@ def _reap(self:SequenceBatcher, now:int) -> list:
 def _reaper(self:SequenceBatcher):
     with self._cond:
         while not self._stopping:
-            self._reap(self.clock())
-            self._cond.wait(min(self.idle_ns / 1e9 / 4, 1.0))
+            now = self.clock()
+            self._reap(now)
+            self._cond.wait(self._next_idle_s(now))   # woken early by every enqueue and completion
 
 @patch
 def start(self:SequenceBatcher):
@@ -282,3 +327,13 @@ def _drain(self:SequenceBatcher) -> list:
     for s in list(self.sequences.values()): s.pending.clear(); self._release(s)
     self.stats.pending -= len(out)
     return out
+
+# %% ../nbs/05b_sequence_batcher.ipynb #38c09830
+@patch
+def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
+    "Take a cancelled `req` out of its sequence's queue (the lock is held)."
+    seq = self.sequences.get(req.correlation_id)
+    if seq is None or req not in seq.pending: return False
+    seq.pending.remove(req); self.stats.pending -= 1
+    if not seq.pending and not seq.busy: self._release(seq)
+    return True

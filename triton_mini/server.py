@@ -26,7 +26,8 @@ from .ensemble import EnsembleScheduler, validate_ensemble_graph
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'check_runtime', 'read_labels', 'call_in_loop']
+__all__ = ['log', 'MAX_STRING_CORRELATION_ID', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'check_runtime',
+           'read_labels', 'check_correlation_id', 'call_in_loop']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -266,11 +267,23 @@ def _warmup(self:TritonServer, m:LoadedModel):
             if resp and resp[0].error is not None: raise resp[0].error
 
 # %% ../nbs/07_server.ipynb #ae32ad9c
+MAX_STRING_CORRELATION_ID = 128   # bytes: Triton's limit on a string sequence id
+
+def check_correlation_id(req:InferenceRequest):
+    "Triton's limits on `req.correlation_id`: a string of at most 128 bytes; an integer taken as a uint64."
+    cid = req.correlation_id
+    if isinstance(cid, str):
+        if len(cid) > MAX_STRING_CORRELATION_ID or len(cid.encode()) > MAX_STRING_CORRELATION_ID:
+            raise TritonError(f'string correlation ID cannot be longer than {MAX_STRING_CORRELATION_ID} characters', 'UNSUPPORTED')
+    elif isinstance(cid, int) and not isinstance(cid, bool): req.correlation_id = cid % 2**64
+
+# %% ../nbs/07_server.ipynb #d8fab1fb
 _RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
 
 @patch
 def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     "Validate `req` and queue it on the version that serves it; responses go to `req.response_callback`."
+    check_correlation_id(req)
     asked, inputs = req.model_version, req.inputs
     m = self.repository.get(req.model_name, asked)
     for _ in range(_RESUBMITS):
