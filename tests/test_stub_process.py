@@ -1,0 +1,160 @@
+"""Python models in stub processes (`--python-backend-mode=process`, nbs/04c_stub_process.ipynb): isolation, the
+answers Triton 2.51 gives for a dead stub, decoupled streaming and logs across the boundary, no process left behind.
+
+The crash behaviour compared here was observed on real Triton 2.51 (and is compared live in the oracle test): a stub
+that exits fails that request and every later one of its instance with HTTP 500
+`{"error":"Stub process '<instance>' is not healthy."}`; the model stays READY; the other models serve on."""
+import json, os, textwrap, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from triton_servers import http
+
+MODEL = '''
+import os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        pb_utils.Logger.log_info(f"initialize {args['model_instance_name']} pid={os.getpid()}")
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            if x[0] < 0: os._exit(1)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x * 2),
+                                                   pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]))
+        return out
+'''
+CONFIG = '''backend: "python"
+max_batch_size: 0
+input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }, { name: "PID" data_type: TYPE_INT64 dims: [1] }]
+'''
+STREAM = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy()[0])
+            sender = r.get_response_sender()
+            for i in range(n):
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("I", np.array([i], np.int32))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+STREAM_CONFIG = '''backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "N" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "I" data_type: TYPE_INT32 dims: [1] }]
+'''
+
+
+def write(repo:Path, name:str, model:str, config:str):
+    (repo / name / '1').mkdir(parents=True)
+    (repo / name / '1' / 'model.py').write_text(model)
+    (repo / name / 'config.pbtxt').write_text(config)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / 'models'
+    write(r, 'crash', MODEL, CONFIG)
+    write(r, 'healthy', MODEL, CONFIG + 'instance_group [{ count: 2 kind: KIND_CPU }]\n')
+    write(r, 'stream', STREAM, STREAM_CONFIG)
+    write(r, 'threaded', MODEL, CONFIG + 'parameters { key: "python_backend_mode" value { string_value: "thread" } }\n')
+    return r
+
+
+def infer(port, model, x):
+    body = {'inputs': [{'name': 'IN', 'shape': [1], 'datatype': 'FP32', 'data': [x]}]}
+    status, _, text = http(port, 'POST', f'/v2/models/{model}/infer', body)
+    return status, json.loads(text)
+
+
+def stubs(pid:int) -> list:
+    return [p for p in psutil.Process(pid).children(recursive=True) if 'stub_main' in ' '.join(p.cmdline())]
+
+
+def test_a_dying_stub_answers_as_triton_and_the_others_serve(mini_process, repo):
+    s = mini_process(repo, '--python-backend-mode=process')
+    status, body = infer(s.http_port, 'healthy', 3)
+    assert status == 200 and body['outputs'][0]['data'] == [6.0]
+    assert body['outputs'][1]['data'][0] != s.ps.pid                  # it ran in another process
+    assert len(stubs(s.ps.pid)) == 4                                  # crash, healthy x2, stream; 'threaded' has none
+
+    failures = []
+    def load():
+        for _ in range(100):
+            st, b = infer(s.http_port, 'healthy', 1)
+            if st != 200 or b['outputs'][0]['data'] != [2.0]: failures.append((st, b))
+    with ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(load) for _ in range(4)]
+        assert infer(s.http_port, 'crash', -1) == (500, {'error': "Stub process 'crash_0' is not healthy."})
+        for f in running: f.result()
+    assert failures == []
+    assert infer(s.http_port, 'crash', 1) == (500, {'error': "Stub process 'crash_0' is not healthy."})
+    assert http(s.http_port, 'GET', '/v2/models/crash/ready')[0] == 200          # as Triton 2.51: still READY
+    assert infer(s.http_port, 'threaded', 2)[1]['outputs'][1]['data'] == [s.ps.pid]
+    assert 'initialize healthy_0_1 pid=' in s.log()                         # the stub's log, in the server's
+
+
+def test_decoupled_responses_stream_from_the_stub(mini, repo):
+    from triton_mini.backend import InferenceRequest
+    import numpy as np
+    m = mini(repo, http=False, metrics=False, python_backend_mode='process')
+    got, done = [], threading.Event()
+    def collect(req, resp, final):
+        if resp is not None: got.append(int(resp.outputs['I'][0]) if resp.error is None else resp.error)
+        if final: done.set()
+    m.server.submit(InferenceRequest('stream', {'N': np.array([5], np.int32)}, response_callback=collect))
+    assert done.wait(30)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_unload_and_stop_leave_no_stub(mini, repo):
+    m = mini(repo, http=False, metrics=False, python_backend_mode='process', model_control_mode='explicit', load_models=['*'])
+    me = os.getpid()
+    assert len(stubs(me)) == 4
+    m.server.unload_model("healthy")
+    time.sleep(0.2)
+    assert len(stubs(me)) == 2
+    m.stop()
+    time.sleep(0.2)
+    assert stubs(me) == []
+
+
+def test_a_model_parameter_picks_the_mode(mini, repo):
+    (repo / 'crash' / 'config.pbtxt').write_text(CONFIG + 'parameters { key: "python_backend_mode" value { string_value: "process" } }\n')
+    for name in ('healthy', 'stream', 'threaded'): (repo / name / 'config.pbtxt').unlink(); (repo / name / '1' / 'model.py').unlink()
+    m = mini(repo, metrics=False)            # the server's default: thread
+    assert len(stubs(os.getpid())) == 1
+    assert infer(m.http_port, 'crash', -1) == (500, {'error': "Stub process 'crash_0' is not healthy."})
+
+
+def test_an_initialize_that_exits_fails_the_load_not_the_server(mini_process, tmp_path):
+    repo = tmp_path / 'models'
+    write(repo, 'exits', 'import os\nclass TritonPythonModel:\n    def initialize(self, args): os._exit(3)\n', CONFIG)
+    write(repo, 'healthy', MODEL, CONFIG)
+    s = mini_process(repo, '--python-backend-mode=process', '--exit-on-error=false', wait='live')
+    assert infer(s.http_port, 'healthy', 1)[0] == 200
+    index = json.loads(http(s.http_port, 'POST', '/v2/repository/index')[2])
+    assert {'name': 'exits', 'version': '1', 'state': 'UNAVAILABLE',
+            'reason': "Internal: Stub process 'exits_0' is not healthy."} in index   # Triton 2.51's words, observed
+
+
+@pytest.mark.oracle
+def test_dead_stub_answers_like_real_triton(real_triton, mini_process, repo):
+    for name in ('stream', 'threaded'):
+        import shutil; shutil.rmtree(repo / name)
+    answers = {}
+    for label, s in (('triton', real_triton(repo)), ('mini', mini_process(repo, '--python-backend-mode=process'))):
+        answers[label] = [infer(s.http_port, 'crash', 1)[0], infer(s.http_port, 'crash', -1), infer(s.http_port, 'crash', 1),
+                          http(s.http_port, 'GET', '/v2/models/crash/ready')[0], infer(s.http_port, 'healthy', 1)[0]]
+    assert answers['mini'] == answers['triton']
