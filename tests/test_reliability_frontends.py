@@ -105,6 +105,7 @@ def test_grpc_many_bytes_elements_keep_health_answered(server):
     still_healthy(server)
 
 
+@pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_big_json_body_keeps_health_answered(server):
     "An HTTP body of half a million nested BYTES strings (7 MB of JSON): health answers in < 100 ms meanwhile."
     n = 500_000

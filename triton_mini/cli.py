@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
     _bool(p, '--strict-readiness', True, 'ready only when every model is ready')
     _bool(p, '--exit-on-error', True, 'exit when a model fails to load at start')
-    p.add_argument('--python-backend-mode', choices=('thread', 'process'), default='thread',
-                   help="where Python models run: 'process', a stub process per instance as in Triton; 'thread', in the server")
+    p.add_argument('--python-backend-mode', choices=('thread', 'process'), default=None,
+                   help="where Python models run: 'process', a stub process per instance as in Triton; 'thread' (default), in the server")
     p.add_argument('--exit-timeout-secs', type=float, default=30, metavar='SECONDS', help='how long shutdown waits for in-flight requests')
     p.add_argument('--id', default='triton', help='server id (server metadata "name")')
     for proto, port in (('http', 8000), ('grpc', 8001), ('metrics', 8002)):

@@ -147,9 +147,10 @@ class TritonServer:
     "Triton's core, in process: models, request routing, metadata and statistics."
     def __init__(self, model_repository, *, model_control_mode:str='none', load_models=(), strict_model_config:bool=False,
                  server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
-                 python_backend_mode:str='thread'):   # 'process': each Python model instance in a stub process (04c)
+                 python_backend_mode:str|None=None):   # 'process': each Python model instance in a stub process (04c)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
-        self.python_backend_mode = python_backend_mode
+        # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread' (the variable runs a whole test suite in either mode)
+        self.python_backend_mode = python_backend_mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
         self.backends = backends or self.default_backends()
         if isinstance(model_repository, ModelRepository): self.repository = model_repository

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import itertools, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import itertools, logging, os, pickle, queue, signal, socket, struct, subprocess, sys, threading, time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -14,8 +14,8 @@ from .errors import TritonError
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['WIRE_FIELDS', 'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'not_healthy',
-           'StubModelInstance', 'stub_command']
+__all__ = ['WIRE_FIELDS', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy',
+           'ForwardedFamilies', 'metric_state', 'not_healthy', 'StubModelInstance', 'stub_command']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
@@ -73,6 +73,8 @@ class Stub:
     "The stub's side: one model instance, driven by the messages of its server."
     def __init__(self, conn:Connection):
         self.conn, self.lock, self.instance = conn, threading.Lock(), None
+        self.work = queue.SimpleQueue()     # initialize, execute, finalize: run one at a time by the main thread
+        self.calls, self.bls, self._ids = {}, {}, itertools.count()   # what the model asked of the server, by id
 
     def send(self, msg): send_message(self.conn, msg, self.lock)
 
@@ -81,17 +83,31 @@ class Stub:
         logging.getLogger('triton_mini').handlers[:] = [_ForwardLogs(self.send)]
         logging.getLogger('triton_mini').setLevel(1)
         logging.getLogger('triton_mini').propagate = False
-        while True:
-            try: msg = recv_message(self.conn)
-            except (EOFError, OSError): return
+        threading.Thread(target=self._read, name='triton_mini:stub:reader', daemon=True).start()
+        while (msg := self.work.get()) is not None:
             if msg[0] == 'finalize': return self._finalize()
             getattr(self, '_' + msg[0])(*msg[1:])
 
 # %% ../nbs/04c_stub_process.ipynb #cb6e6833
 @patch
+def _read(self:Stub):
+    while True:
+        try: msg = recv_message(self.conn)
+        except (EOFError, OSError): break
+        if msg[0] == 'reply': self._reply(*msg[1:])
+        elif msg[0] == 'bls': self._bls_response(*msg[1:])
+        else: self.work.put(msg)
+    gone = TritonError('the server of this stub process is gone', 'UNAVAILABLE')
+    for fut in list(self.calls.values()): fut.done() or fut.set_exception(gone)
+    self.work.put(None)
+
+# %% ../nbs/04c_stub_process.ipynb #43f40aca
+@patch
 def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini.python_backend import PythonModelInstance
-    try: self.instance = PythonModelInstance(args)
+    from triton_mini import pb_utils
+    pb_utils._metric_changed = lambda m: self.send(('metric', metric_state(m)))
+    try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self.send))
     except BaseException as e:
         self.send(('error', e if isinstance(e, TritonError) else TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')))
         return
@@ -126,6 +142,59 @@ def stub_main(fd:int):
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the server decides
     Stub(Connection(fd)).serve()
 
+# %% ../nbs/04c_stub_process.ipynb #4acde092
+@patch
+def call(self:Stub, method:str, *args, **kw):
+    "Run `method` on the server and wait for its answer; the server's error is raised here, as in the thread mode."
+    call_id, fut = next(self._ids), Future()
+    self.calls[call_id] = fut
+    self.send(('call', call_id, method, args, kw))
+    return fut.result()
+
+@patch
+def _reply(self:Stub, call_id, ok, value):
+    fut = self.calls.pop(call_id)
+    fut.set_result(value) if ok else fut.set_exception(value)
+
+@patch
+def _bls_response(self:Stub, bls_id, resp, final):
+    req = self.bls.pop(bls_id) if final else self.bls[bls_id]
+    req.send(resp, final)
+
+# %% ../nbs/04c_stub_process.ipynb #5004e117
+class ServerProxy:
+    "In a stub: the `TritonServer` methods pb_utils calls, each run by the real server."
+    def __init__(self, stub:Stub): self.stub = stub
+
+    def submit(self, req:InferenceRequest):
+        "A BLS request: the server runs it; its responses come back to `req`'s callback (the model's iterator)."
+        bls_id = next(self.stub._ids)
+        self.stub.bls[bls_id] = req
+        try: self.stub.call('submit', bls_id, request_to_wire(req))
+        except BaseException: self.stub.bls.pop(bls_id, None); raise
+
+    def model_config(self, name, version=-1): return self.stub.call('model_config', name, version)
+    def is_model_ready(self, name, version=''): return self.stub.call('is_model_ready', name, version)
+    def load_model(self, name, config=None, files=None): return self.stub.call('load_model', name, config=config, files=files)
+    def unload_model(self, name, unload_dependents=False): return self.stub.call('unload_model', name, unload_dependents=unload_dependents)
+
+# %% ../nbs/04c_stub_process.ipynb #1f60a479
+class ForwardedFamilies(list):
+    "A stub's metric-family registry: the server hears of every family created and deleted."
+    def __init__(self, send): super().__init__(); self.send = send
+    def append(self, fam):
+        super().append(fam)
+        self.send(('metric_family', fam.name, fam.description, fam.kind))
+    def remove(self, fam):
+        super().remove(fam)
+        self.send(('metric_family_gone', fam.name))
+
+def metric_state(m) -> dict:
+    "All of one metric, as the server needs it to render the same time series."
+    return {'family': m.family.name, 'description': m.family.description, 'kind': m.family.kind, 'labels': m.labels,
+            'value': m._value, 'buckets': getattr(m, 'buckets', None), 'bucket_counts': getattr(m, 'bucket_counts', None),
+            'sum': getattr(m, 'sum', 0.0), 'count': getattr(m, 'count', 0)}
+
 # %% ../nbs/04c_stub_process.ipynb #53df7390
 def not_healthy(instance_name:str) -> TritonError:
     "What real Triton 2.51 answers for a request to an instance whose stub died (observed: HTTP 500)."
@@ -142,6 +211,7 @@ class StubModelInstance(ModelInstance):
         self.decoupled = bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
         self.timing, self.failed, self.healthy, self.pid = (0, 0, 0), False, False, None
         self._ids, self._batches, self._lock = itertools.count(), {}, threading.Lock()
+        self.server, self.metric_families = server, metric_families if metric_families is not None else []
         self._start()
 
     def execute(self, requests:list):
@@ -190,6 +260,10 @@ def _read(self:StubModelInstance):
         if kind == 'send': self._deliver(*msg[1:])
         elif kind == 'done': self._finish(*msg[1:])
         elif kind == 'log': _log_from_stub(msg[1])
+        elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
+        elif kind == 'metric': self._mirror_metric(msg[1])
+        elif kind == 'metric_family': self._mirror_family(*msg[1:])
+        elif kind == 'metric_family_gone': self._forget_family(msg[1])
         elif kind == 'ready': self._ready.set_result(msg[1])
         elif kind == 'error': self._ready.set_exception(msg[1])
         elif kind == 'finalized': break
@@ -217,6 +291,62 @@ def _log_from_stub(fields:dict):
     "Log a stub's record through the server's own logger (its level decides), with the server's pid as Triton does."
     logger = logging.getLogger(fields['name'])
     if logger.isEnabledFor(fields['levelno']): logger.handle(logging.makeLogRecord(fields))
+
+# %% ../nbs/04c_stub_process.ipynb #d14c1ac9
+SERVER_CALLS = ('model_config', 'is_model_ready', 'load_model', 'unload_model')
+
+@patch
+def _serve_call(self:StubModelInstance, call_id, method, args, kw):
+    "Run a call of the stub's model on the server; answer with the result, or the error with its code."
+    try:
+        if self.server is None: raise TritonError(f'{method} needs a running server: this model is not served', 'UNAVAILABLE')
+        if method == 'submit': value = self._bls_submit(*args)
+        elif method in SERVER_CALLS: value = getattr(self.server, method)(*args, **kw)
+        else: raise TritonError(f'a stub asked for an unknown server call {method!r}', 'INTERNAL')
+        reply = ('reply', call_id, True, value)
+    except TritonError as e: reply = ('reply', call_id, False, e)
+    except Exception as e: reply = ('reply', call_id, False, TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))
+    try: self._send(reply)
+    except OSError: pass     # the stub died meanwhile
+
+@patch
+def _bls_submit(self:StubModelInstance, bls_id, fields):
+    req = InferenceRequest(**fields)
+    def back(r, resp, final):
+        try: self._send(('bls', bls_id, resp, final))
+        except OSError: pass
+    req.response_callback = back
+    self.server.submit(req)
+
+# %% ../nbs/04c_stub_process.ipynb #8ebc7396
+@patch
+def _mirror_family(self:StubModelInstance, name, description, kind):
+    "The server-side twin of a stub's metric family (shared by the instances that create the same name)."
+    from triton_mini.pb_utils import _Family
+    fam = next((f for f in self.metric_families if f.name == name), None)
+    if fam is None:
+        fam = _Family(name, description, kind)
+        self.metric_families.append(fam)
+    return fam
+
+@patch
+def _mirror_metric(self:StubModelInstance, state:dict):
+    from triton_mini.pb_utils import Metric
+    fam = self._mirror_family(state['family'], state['description'], state['kind'])
+    m = next((x for x in fam.metrics if x.labels == state['labels']), None)
+    if m is None:
+        m = Metric(fam, state['labels'], state['buckets'])
+        fam.metrics.append(m)
+    with m._lock:
+        m._value = state['value']
+        if state['buckets'] is not None: m.bucket_counts, m.sum, m.count = list(state['bucket_counts']), state['sum'], state['count']
+
+@patch
+def _forget_family(self:StubModelInstance, name):
+    fam = next((f for f in self.metric_families if f.name == name), None)
+    if fam is not None:
+        fam.deleted = True
+        self.metric_families.remove(fam)
 
 # %% ../nbs/04c_stub_process.ipynb #f50ed00e
 @patch
