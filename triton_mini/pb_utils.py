@@ -528,13 +528,13 @@ def increment(self:Metric, value:float):
         raise TritonModelException(f"Failed to increment metric value: Failed to process the request for model '{self.instance}', "
                                    'message: TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values.')
     with self._lock: self._value += value
-    if _metric_changed is not None: _metric_changed(self)
+    if _metric_changed is not None: _metric_changed(self, 'increment', value)
 
 @patch
 def set(self:Metric, value:float):
     self._check('set', 'Set', (MetricKind.GAUGE,))
     with self._lock: self._value = float(value)
-    if _metric_changed is not None: _metric_changed(self)
+    if _metric_changed is not None: _metric_changed(self, 'set', value)
 
 @patch
 def observe(self:Metric, value:float):
@@ -543,9 +543,9 @@ def observe(self:Metric, value:float):
         self.sum += value; self.count += 1
         for i, b in enumerate(self.buckets):
             if value <= b: self.bucket_counts[i] += 1   # cumulative, as Prometheus buckets are
-    if _metric_changed is not None: _metric_changed(self)
+    if _metric_changed is not None: _metric_changed(self, 'observe', value)
 
-_metric_changed = None   # a stub process sets it: each change of a metric goes to the server that renders /metrics (04c)
+_metric_changed = None   # a stub process sets it: each operation on a metric is repeated in the server, which renders /metrics (04c)
 
 @patch
 def value(self:Metric) -> float:

@@ -15,7 +15,8 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 
 # %% auto #0
 __all__ = ['WIRE_FIELDS', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy',
-           'ForwardedFamilies', 'metric_state', 'not_healthy', 'StubModelInstance', 'stub_command']
+           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'not_healthy',
+           'StubModelInstance', 'stub_command']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
@@ -106,8 +107,8 @@ def _read(self:Stub):
 def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini.python_backend import PythonModelInstance
     from triton_mini import pb_utils
-    pb_utils._metric_changed = lambda m: self.send(('metric', metric_state(m)))
-    try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self.send))
+    pb_utils._metric_changed = lambda m, op, value: self.send(('metric_op', m.family.name, m.labels, op, value))
+    try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self))
     except BaseException as e:
         self.send(('error', e if isinstance(e, TritonError) else TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')))
         return
@@ -122,6 +123,7 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
         r = InferenceRequest(**fields)
         r.response_callback = lambda req, resp, final, i=i: self.send(('send', batch_id, i, resp, final))
         requests.append(r)
+    self.instance.failed = False   # as the scheduler does before each execute in the thread mode
     try:
         out = self.instance.execute(requests)
         failed, timing = getattr(self.instance, 'failed', False), self.instance.timing
@@ -181,19 +183,32 @@ class ServerProxy:
 # %% ../nbs/04c_stub_process.ipynb #1f60a479
 class ForwardedFamilies(list):
     "A stub's metric-family registry: the server hears of every family created and deleted."
-    def __init__(self, send): super().__init__(); self.send = send
+    def __init__(self, stub:Stub): super().__init__(); self.stub = stub
     def append(self, fam):
         super().append(fam)
-        self.send(('metric_family', fam.name, fam.description, fam.kind))
+        self.stub.send(('metric_family', fam.name, fam.description, fam.kind))
+        fam.metrics = ForwardedMetrics(self.stub, fam.metrics)
     def remove(self, fam):
         super().remove(fam)
-        self.send(('metric_family_gone', fam.name))
+        self.stub.send(('metric_family_gone', fam.name))
+
+class ForwardedMetrics(list):
+    "A family's metrics in a stub: a new one starts from the state of its twin in the server."
+    def __init__(self, stub:Stub, items=()): super().__init__(items); self.stub = stub
+    def append(self, m):
+        super().append(m)
+        set_metric_state(m, self.stub.call('metric_created', metric_state(m)))
 
 def metric_state(m) -> dict:
-    "All of one metric, as the server needs it to render the same time series."
+    "All of one metric: enough to create its twin, or to bring it up to date."
     return {'family': m.family.name, 'description': m.family.description, 'kind': m.family.kind, 'labels': m.labels,
             'value': m._value, 'buckets': getattr(m, 'buckets', None), 'bucket_counts': getattr(m, 'bucket_counts', None),
             'sum': getattr(m, 'sum', 0.0), 'count': getattr(m, 'count', 0)}
+
+def set_metric_state(m, state:dict):
+    with m._lock:
+        m._value = state['value']
+        if state['buckets'] is not None: m.bucket_counts, m.sum, m.count = list(state['bucket_counts']), state['sum'], state['count']
 
 # %% ../nbs/04c_stub_process.ipynb #53df7390
 def not_healthy(instance_name:str) -> TritonError:
@@ -261,7 +276,7 @@ def _read(self:StubModelInstance):
         elif kind == 'done': self._finish(*msg[1:])
         elif kind == 'log': _log_from_stub(msg[1])
         elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
-        elif kind == 'metric': self._mirror_metric(msg[1])
+        elif kind == 'metric_op': self._metric_op(*msg[1:])
         elif kind == 'metric_family': self._mirror_family(*msg[1:])
         elif kind == 'metric_family_gone': self._forget_family(msg[1])
         elif kind == 'ready': self._ready.set_result(msg[1])
@@ -299,8 +314,10 @@ SERVER_CALLS = ('model_config', 'is_model_ready', 'load_model', 'unload_model')
 def _serve_call(self:StubModelInstance, call_id, method, args, kw):
     "Run a call of the stub's model on the server; answer with the result, or the error with its code."
     try:
-        if self.server is None: raise TritonError(f'{method} needs a running server: this model is not served', 'UNAVAILABLE')
+        if self.server is None and method != 'metric_created':
+            raise TritonError(f'{method} needs a running server: this model is not served', 'UNAVAILABLE')
         if method == 'submit': value = self._bls_submit(*args)
+        elif method == 'metric_created': value = metric_state(self._twin(*args))
         elif method in SERVER_CALLS: value = getattr(self.server, method)(*args, **kw)
         else: raise TritonError(f'a stub asked for an unknown server call {method!r}', 'INTERNAL')
         reply = ('reply', call_id, True, value)
@@ -330,16 +347,23 @@ def _mirror_family(self:StubModelInstance, name, description, kind):
     return fam
 
 @patch
-def _mirror_metric(self:StubModelInstance, state:dict):
+def _twin(self:StubModelInstance, state:dict):
+    "The server's twin of a stub's metric: found by family and labels, else created with the stub's state."
     from triton_mini.pb_utils import Metric
     fam = self._mirror_family(state['family'], state['description'], state['kind'])
     m = next((x for x in fam.metrics if x.labels == state['labels']), None)
     if m is None:
         m = Metric(fam, state['labels'], state['buckets'])
+        set_metric_state(m, state)
         fam.metrics.append(m)
-    with m._lock:
-        m._value = state['value']
-        if state['buckets'] is not None: m.bucket_counts, m.sum, m.count = list(state['bucket_counts']), state['sum'], state['count']
+    return m
+
+@patch
+def _metric_op(self:StubModelInstance, family:str, labels:dict, op:str, value):
+    "Repeat a stub's increment / set / observe on the twin (the stub checked it: nothing can fail here)."
+    fam = next((f for f in self.metric_families if f.name == family), None)
+    m = None if fam is None else next((x for x in fam.metrics if x.labels == labels), None)
+    if m is not None and not fam.deleted: getattr(m, op)(value)
 
 @patch
 def _forget_family(self:StubModelInstance, name):
