@@ -106,6 +106,18 @@ def test_inputs_are_views_and_a_removed_object_keeps_working(region):
     assert arr[:2].tolist() == [7, 8]
 
 
+def test_window_checked_again_when_the_region_changed(region):
+    "A request checked against one region must not read or write a smaller one registered under its name meanwhile."
+    reg, (big, _), (small, _) = SharedMemoryRegistry(), region(128), region(16)
+    reg.register('r', big, 0, 128)
+    p = reg.placement('r', 64, 64)
+    reg.unregister('r'); reg.register('r', small, 0, 16)
+    for f in (lambda: reg.read(p), lambda: reg.write(p, 'OUT', bytes(8))):
+        with pytest.raises(TritonError, match=r"Invalid offset \+ byte size for shared memory region: 'r'"): f()
+    reg.unregister()
+    with pytest.raises(TritonError, match="Unable to find shared memory region: 'r'"): reg.read(p)
+
+
 def test_server_stop_unregisters(tmp_path, region):
     key, _ = region(64)
     server = TritonServer(tmp_path)

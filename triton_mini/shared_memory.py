@@ -71,10 +71,9 @@ def _close(region:Region):
 @patch
 def unregister(self:SharedMemoryRegistry, name:str|None=None):
     "Forget region `name` (every region when None) and unmap it."
-    with self.lock:
+    with self.lock:      # closed under the lock: a request's read or write is never half-way through a closing map
         gone = list(self.regions.values()) if name is None else [r for r in [self.regions.get(name)] if r is not None]
-        for r in gone: del self.regions[r.name]
-    for r in gone: _close(r)
+        for r in gone: del self.regions[r.name]; _close(r)
 
 @patch
 def status(self:SharedMemoryRegistry, name:str|None=None) -> list:
@@ -105,11 +104,17 @@ def placement(self:SharedMemoryRegistry, region:str, offset:int=0, byte_size:int
 
 # %% ../nbs/06a_shared_memory.ipynb #98a2aa02
 @patch
-def read(self:SharedMemoryRegistry, p:Placement) -> memoryview:
-    "The bytes of input window `p`, without a copy."
+def _mapping(self:SharedMemoryRegistry, p:Placement) -> mmap.mmap:
+    "The mapping behind window `p`, checked again (call with the lock held: the region may have changed since)."
     r = self.regions.get(p.region)
     if r is None: raise TritonError(f"Unable to find shared memory region: '{p.region}'", 'NOT_FOUND')
-    return memoryview(r.mapping).toreadonly()[p.offset:p.offset + p.byte_size]
+    if p.offset + p.byte_size > r.byte_size: raise TritonError(f"Invalid offset + byte size for shared memory region: '{p.region}'")
+    return r.mapping
+
+@patch
+def read(self:SharedMemoryRegistry, p:Placement) -> memoryview:
+    "The bytes of input window `p`, without a copy."
+    with self.lock: return memoryview(self._mapping(p)).toreadonly()[p.offset:p.offset + p.byte_size]
 
 @patch
 def write(self:SharedMemoryRegistry, p:Placement, output:str, data) -> int:
@@ -118,9 +123,7 @@ def write(self:SharedMemoryRegistry, p:Placement, output:str, data) -> int:
     if data.nbytes > p.byte_size:
         raise TritonError(f"shared memory size specified with the request for output '{output}' ({p.byte_size} bytes) "
                           f"should be at least {data.nbytes} bytes to hold the results", 'INTERNAL')
-    r = self.regions.get(p.region)
-    if r is None: raise TritonError(f"Unable to find shared memory region: '{p.region}'", 'NOT_FOUND')
-    r.mapping[p.offset:p.offset + data.nbytes] = data
+    with self.lock: self._mapping(p)[p.offset:p.offset + data.nbytes] = data
     return data.nbytes
 
 # %% ../nbs/06a_shared_memory.ipynb #c08d5bae
