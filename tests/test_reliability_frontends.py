@@ -91,6 +91,7 @@ def test_bad_json_bodies_do_not_grow_memory(server):
 # ---------------------------------------------------------------------------------------------------------
 # Rows 3 and 6: the event loop stays free while big requests decode
 
+@pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_grpc_many_bytes_elements_keep_health_answered(server):
     "A gRPC request of a million small BYTES elements of varied length: health answers in < 100 ms meanwhile."
     import tritonclient.grpc as grpcclient

@@ -21,6 +21,7 @@ from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, form
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop, validate_request
+from .shared_memory import Placement
 from .http_server import classify, output_labels, apply_log_settings, off_loop, _output_bytes, OFF_LOOP_BYTES
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ __all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GRO
            'requested_outputs', 'decode_infer_request', 'set_parameter', 'encode_infer_response', 'GRPCFrontend',
            'InferStream', 'StreamRequest', 'parse_restricted_protocol', 'health_service', 'KeepAliveOptions',
            'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'inference_service', 'serve',
-           'GRPCService']
+           'GRPCService', 'shm_placement', 'shm_output']
 
 # %% ../nbs/08a_grpc.ipynb #0baca22c
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -181,9 +182,9 @@ def _stand_in(t, spec) -> TensorHeader:
     return TensorHeader(wire, [max(d, 0) for d in t.shape])
 
 # %% ../nbs/08a_grpc.ipynb #4c131ffb
-def _input_data(t, request, raw) -> bytes:
-    "The bytes of input `t`: its typed contents, or the next raw buffer."
-    if 'shared_memory_region' in t.parameters: raise TritonError('shared memory is not supported by triton_mini', 'UNSUPPORTED')
+def _input_data(t, request, raw, shm=None) -> bytes:
+    "The bytes of input `t`: its typed contents, the next raw buffer, or a shared-memory window (a view, no copy)."
+    if 'shared_memory_region' in t.parameters: return shm.read(shm_placement(t, shm))   # the shared-memory extension, below
     if t.HasField('contents'):
         if request.raw_input_contents:
             raise TritonError(f"contents field must not be specified when using raw_input_contents for '{t.name}' for model '{request.model_name}'")
@@ -193,7 +194,7 @@ def _input_data(t, request, raw) -> bytes:
     return data
 
 # %% ../nbs/08a_grpc.ipynb #bbe19b01
-def decode_inputs(request, m) -> tuple:
+def decode_inputs(request, m, shm=None) -> tuple:
     "({name: array}, deferred error or None) for the inputs of a ModelInferRequest to model version `m`."
     seen = set()
     for t in request.inputs:     # Triton adds every input to the request before it reads any data
@@ -201,7 +202,7 @@ def decode_inputs(request, m) -> tuple:
         seen.add(t.name)
     inputs, deferred, raw = {}, None, iter(request.raw_input_contents)
     for t in request.inputs:
-        data, shape = _input_data(t, request, raw), list(t.shape)
+        data, shape = _input_data(t, request, raw, shm), list(t.shape)
         if any(d < 0 for d in shape):
             raise TritonError(f"{request_prefix(request.id)}All input dimensions should be specified for input '{t.name}' for model '{m.name}', got {format_shape(shape)}")
         spec = m.inputs.get(t.name)
@@ -213,11 +214,11 @@ def decode_inputs(request, m) -> tuple:
     return inputs, deferred
 
 # %% ../nbs/08a_grpc.ipynb #ecbfee0f
-def requested_outputs(request) -> tuple:
-    "(requested output names or None, {name: classification count}) of a ModelInferRequest."
+def requested_outputs(request, shm=None) -> tuple:
+    "(requested output names or None, {name: classification count or shared-memory Placement}) of a ModelInferRequest."
     names, classes = [], {}
     for o in request.outputs:
-        if 'shared_memory_region' in o.parameters: raise TritonError('shared memory is not supported by triton_mini', 'UNSUPPORTED')
+        if 'shared_memory_region' in o.parameters: classes[o.name] = shm_output(o, shm)   # the shared-memory extension, below
         if 'classification' in o.parameters:
             p = o.parameters['classification']
             if p.WhichOneof('parameter_choice') != 'int64_param':
@@ -228,12 +229,12 @@ def requested_outputs(request) -> tuple:
     return names or None, classes
 
 # %% ../nbs/08a_grpc.ipynb #1c6715f8
-def decode_infer_request(request, m, version:int, forwarded:dict|None=None) -> tuple:
-    "(InferenceRequest, classification counts, empty-final flag) from a ModelInferRequest to model version `m`."
+def decode_infer_request(request, m, version:int, forwarded:dict|None=None, shm=None) -> tuple:
+    "(InferenceRequest, output options, empty-final flag) from a ModelInferRequest to model version `m` (`shm`: the SharedMemoryRegistry)."
     user, reserved = split_parameters(request.parameters)
     if forwarded: user.update(forwarded)   # headers matching --grpc-header-forward-pattern, as string parameters
-    inputs, deferred = decode_inputs(request, m)
-    outputs, classes = requested_outputs(request)
+    inputs, deferred = decode_inputs(request, m, shm)
+    outputs, classes = requested_outputs(request, shm)
     req = InferenceRequest(request.model_name, inputs, model_version=version, id=request.id, requested_outputs=outputs,
                            parameters=user, priority=reserved.get('priority', 0), timeout_us=max(reserved.get('timeout', 0), 0),
                            correlation_id=reserved.get('sequence_id', 0),
@@ -256,10 +257,12 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, class
     "The ModelInferResponse for a successful inference, with every output as raw bytes."
     out = pb.ModelInferResponse(model_name=req.model_name, model_version=str(req.model_version), id=req.id)
     for name, arr in resp.outputs.items():
-        if name in classes: arr = classify(arr, classes[name], m.batching, output_labels(m).get(name))
+        opt = classes.get(name)
+        if isinstance(opt, int): arr = classify(arr, opt, m.batching, output_labels(m).get(name))
         datatype = 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype)
         out.outputs.add(name=name, datatype=datatype, shape=arr.shape)
-        out.raw_output_contents.append(bytes(to_binary(arr, datatype)))
+        # an output in shared memory was written there (write_outputs): Triton sends an empty buffer in its place
+        out.raw_output_contents.append(b'' if isinstance(opt, Placement) else bytes(to_binary(arr, datatype)))
     for k, v in resp.parameters.items(): set_parameter(out.parameters[k], v)
     return out
 
@@ -413,30 +416,30 @@ async def TraceSetting(self:GRPCFrontend, request, context):
     return out
 
 # %% ../nbs/08a_grpc.ipynb #eb08390f
-_NO_SHM = 'shared memory is not supported by triton_mini'
-
-def _shm_status(request, kind:str, response_type):
-    "No region is ever registered: a named one is not found, the list of all is empty."
-    if request.name: raise TritonError(f"Unable to find {kind} shared memory region: '{request.name}'", 'NOT_FOUND')
-    return response_type()
-
 @patch
 @rpc('shared-memory')
 async def SystemSharedMemoryStatus(self:GRPCFrontend, request, context):
-    return _shm_status(request, 'system', pb.SystemSharedMemoryStatusResponse)
+    out = pb.SystemSharedMemoryStatusResponse()
+    for r in self.server.shared_memory.status(request.name or None): out.regions[r['name']].CopyFrom(out.RegionStatus(**r))
+    return out
 @patch
 @rpc('shared-memory')
-async def CudaSharedMemoryStatus(self:GRPCFrontend, request, context):
-    return _shm_status(request, 'cuda', pb.CudaSharedMemoryStatusResponse)
+async def SystemSharedMemoryRegister(self:GRPCFrontend, request, context):
+    self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
+    return pb.SystemSharedMemoryRegisterResponse()
 @patch
 @rpc('shared-memory')
-async def SystemSharedMemoryRegister(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
+async def SystemSharedMemoryUnregister(self:GRPCFrontend, request, context):
+    self.server.shared_memory.unregister(request.name or None)    # no name: every region; an unknown one: nothing
+    return pb.SystemSharedMemoryUnregisterResponse()
 @patch
 @rpc('shared-memory')
-async def CudaSharedMemoryRegister(self:GRPCFrontend, request, context): raise TritonError(_NO_SHM, 'UNSUPPORTED')
+async def CudaSharedMemoryStatus(self:GRPCFrontend, request, context):   # Triton's CPU-only build: never a region
+    if request.name: raise TritonError(f"Unable to find cuda shared memory region: '{request.name}'", 'NOT_FOUND')
+    return pb.CudaSharedMemoryStatusResponse()
 @patch
 @rpc('shared-memory')
-async def SystemSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.SystemSharedMemoryUnregisterResponse()
+async def CudaSharedMemoryRegister(self:GRPCFrontend, request, context): raise TritonError('failed to register shared memory region: invalid args')
 @patch
 @rpc('shared-memory')
 async def CudaSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.CudaSharedMemoryUnregisterResponse()
@@ -461,11 +464,13 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context))
+    req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context),
+                                     self.server.shared_memory)
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
+    self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
     return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, m, classes)
 
@@ -537,7 +542,7 @@ def _predecode(server, request, forwarded):
     try:
         version = parse_version(request.model_version)
         m = server.repository.get(request.model_name, version)
-        return m, decode_infer_request(request, m, version, forwarded)
+        return m, decode_infer_request(request, m, version, forwarded, server.shared_memory)
     except TritonError as e: err = TritonError(e.message, e.code)
     except Exception: return None      # a bug: decoded again when issued, where it is answered and logged
     return err
@@ -557,7 +562,8 @@ class StreamRequest:
         else:
             version = parse_version(self.request.model_version)
             self.m = self.stream.server.repository.get(self.request.model_name, version)
-            self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded)
+            self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded,
+                                                                            self.stream.server.shared_memory)
         self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
         self.stream.server.submit(self.req)
 
@@ -570,6 +576,7 @@ def on_response(self:StreamRequest, resp, final:bool):
     elif resp.error is not None: message = self._reply(resp.error.message, final)
     else:
         try:
+            self.stream.server.shared_memory.write_outputs(resp.outputs, self.classes)
             r = encode_infer_response(self.req, resp, self.m, self.classes)
             r.parameters['triton_final_response'].bool_param = final
             message = pb.ModelStreamInferResponse(infer_response=r)
@@ -755,3 +762,27 @@ class GRPCService:
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
+
+# %% ../nbs/08a_grpc.ipynb #61463599
+def _shm_int(t, key:str) -> int|None:
+    "An int64 shared-memory parameter of tensor `t` as Triton's size_t (None when absent)."
+    if key not in t.parameters: return None
+    p = t.parameters[key]
+    if p.WhichOneof('parameter_choice') != 'int64_param':
+        raise TritonError(f"invalid value type for '{key}' parameter for tensor '{t.name}', expected int64_param.")
+    return p.int64_param & ((1 << 64) - 1)
+
+def shm_placement(t, shm) -> Placement:
+    "The window input or output `t` names in its parameters, checked against the registry `shm`."
+    p = t.parameters['shared_memory_region']
+    if p.WhichOneof('parameter_choice') != 'string_param':
+        raise TritonError(f"invalid value type for 'shared_memory_region' parameter for tensor '{t.name}', expected string_param.")
+    size, offset = _shm_int(t, 'shared_memory_byte_size'), _shm_int(t, 'shared_memory_offset')
+    if size is None:
+        raise TritonError(f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{t.name}'")
+    return shm.placement(p.string_param, offset or 0, size)
+
+def shm_output(o, shm) -> Placement:
+    "A requested output's window; Triton refuses it together with classification."
+    if 'classification' in o.parameters: raise TritonError("output can't set both 'shared_memory_region' and 'classification'")
+    return shm_placement(o, shm)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, contextlib, functools, gc, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
+import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
 from dataclasses import dataclass
 import numpy as np
 import orjson
@@ -14,6 +14,7 @@ from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json
                                  wire_from_numpy, element_count, request_prefix, config_to_wire)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop
+from .shared_memory import Placement
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,8 @@ __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'OFF_LOOP_BYTES
            'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'classify', 'encode_infer_response',
            'parse_path', 'HTTPFrontend', 'apply_log_settings', 'output_labels', 'inflate', 'off_loop',
            'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog', 'exception_kind', 'call_asgi',
-           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService']
+           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService',
+           'shm_route', 'register_fields', 'cuda_register', 'cuda_status', 'shm_placement', 'shm_output']
 
 # %% ../nbs/08_http.ipynb #643ca634
 _JSON = [(b'content-type', b'application/json')]
@@ -209,7 +211,7 @@ def split_parameters(params) -> tuple:
     return user, reserved
 
 # %% ../nbs/08_http.ipynb #e5c6940a
-def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:int) -> tuple:
+def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:int, shm=None) -> tuple:
     "Decode one request input; returns (name, array, new offset into the binary part)."
     params = inp.get('parameters') if isinstance(inp, dict) else None
     params = params if isinstance(params, dict) else {}
@@ -223,7 +225,9 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
         if type(d) is not int or d < 0:
             raise TritonError("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer", 'INTERNAL')
     if datatype not in DATATYPES: raise TritonError(f'invalid datatype for input {name}')
-    if sources[0] == "'shared_memory_region'": raise TritonError('shared memory is not supported by triton_mini', 'UNSUPPORTED')
+    if sources[0] == "'shared_memory_region'":   # the shared-memory extension, below
+        buf = shm.read(shm_placement(params, shm))
+        return name, from_binary(buf, datatype, shape, name=name, model=model, request_id=request_id), offset
     if 'data' in inp:
         return name, from_json_data(inp['data'], datatype, shape, name=name, model=model, request_id=request_id), offset
     size = _field(params, 'binary_data_size', 'uint')
@@ -232,8 +236,8 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
     return name, from_binary(binary[offset:offset + size], datatype, shape, name=name, model=model, request_id=request_id), offset + size
 
 # %% ../nbs/08_http.ipynb #53049003
-def decode_infer_request(model:str, version:int, body:bytes, header_length:int|None) -> tuple:
-    "An InferenceRequest (without callback) and the output options from an HTTP infer body."
+def decode_infer_request(model:str, version:int, body:bytes, header_length:int|None, shm=None) -> tuple:
+    "An InferenceRequest (without callback) and the output options from an HTTP infer body (`shm`: the server's SharedMemoryRegistry)."
     if header_length is not None and not 0 < header_length <= len(body) and not (header_length == 0):
         raise TritonError(f'inference header size should be in range (0, {len(body)}), got: {header_length}')
     json_part = body.split(b'\0', 1)[0] if header_length is None else body[:header_length]   # rapidjson stops at a NUL
@@ -244,7 +248,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     inputs, offset = {}, 0
     if _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     for inp in _field(doc, 'inputs', list):
-        name, arr, offset = _input_array(inp, model, request_id, binary, offset)
+        name, arr, offset = _input_array(inp, model, request_id, binary, offset, shm)
         if name in inputs: raise TritonError(f"{request_prefix(request_id)}input '{name}' already exists in request")
         inputs[name] = arr
     if offset != len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
@@ -252,7 +256,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
                            priority=reserved.get('priority', 0), timeout_us=reserved.get('timeout', 0),
                            correlation_id=reserved.get('sequence_id', 0),       # the sequence extension
                            flags=(1 if reserved.get('sequence_start') else 0) | (2 if reserved.get('sequence_end') else 0))
-    return req, _output_options(doc, reserved)
+    return req, _output_options(doc, reserved, shm)
 
 # %% ../nbs/08_http.ipynb #b5636424
 def _declared_binary_size(doc) -> int:
@@ -268,8 +272,8 @@ def _declared_binary_size(doc) -> int:
     return total
 
 # %% ../nbs/08_http.ipynb #45d60153
-def _output_options(doc:dict, reserved:dict) -> dict:
-    "{name: (binary, classification)} for the requested outputs, or {None: (binary, 0)} for all."
+def _output_options(doc:dict, reserved:dict, shm=None) -> dict:
+    "{name: (binary, classification) or a shared-memory Placement} for the requested outputs, or {None: (binary, 0)} for all."
     outputs = doc.get('outputs') if isinstance(doc, dict) else None
     if outputs is None: return {None: (bool(reserved.get('binary_data_output', False)), 0)}
     opts = {}
@@ -278,8 +282,9 @@ def _output_options(doc:dict, reserved:dict) -> dict:
         p = o.get('parameters') or {}
         b = _field(p, 'binary_data', bool, required=False) or False
         c = _field(p, 'classification', 'uint', required=False, verb='set') or 0
+        if isinstance(p, dict) and 'shared_memory_region' in p: opts[name] = shm_output(p, b, c, shm); continue
         old = opts.get(name, (False, 0))
-        opts[name] = (old[0] or b, old[1] or c)
+        opts[name] = old if isinstance(old, Placement) else (old[0] or b, old[1] or c)
     return opts
 
 # %% ../nbs/08_http.ipynb #c79551d1
@@ -316,7 +321,11 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
     default = opts.get(None)
     outputs, blobs = [], []
     for name, arr in resp.outputs.items():
-        binary, k = default if default is not None else opts.get(name, (False, 0))
+        opt = default if default is not None else opts.get(name, (False, 0))
+        if isinstance(opt, Placement):   # written to shared memory already (write_outputs): metadata only
+            outputs.append({'name': name, 'datatype': 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype), 'shape': list(arr.shape)})
+            continue
+        binary, k = opt
         if k: arr = classify(arr, k, batching, (labels or {}).get(name))
         datatype = wire_from_numpy(arr.dtype) if arr.dtype != object else 'BYTES'
         entry = {'name': name, 'datatype': datatype, 'shape': list(arr.shape)}
@@ -369,13 +378,16 @@ def _parse_path(path:str) -> tuple | None:
     if p == ['repository', 'index']: return ('index', None, -1, '')
     if len(p) == 4 and p[:2] == ['repository', 'models'] and p[3] in ('load', 'unload') and p[2]: return ('repository', p[2], -1, p[3])
     if p == ['logging']: return ('logging', None, -1, '')
+    if p[0] in ('systemsharedmemory', 'cudasharedmemory'): return shm_route(p)   # the shared-memory extension, below
     return None
 
 # %% ../nbs/08_http.ipynb #25322a7d
 _METHODS = {('server', ''): 'GET', ('health', 'live'): 'GET', ('health', 'ready'): 'GET', ('models', ''): 'GET',
             ('stats', ''): 'GET', ('index', ''): 'POST', ('repository', 'load'): 'POST', ('repository', 'unload'): 'POST',
             ('model', ''): 'GET', ('model', 'ready'): 'GET', ('model', 'config'): 'GET', ('model', 'stats'): 'GET',
-            ('model', 'infer'): 'POST', ('model', 'generate'): 'POST', ('model', 'generate_stream'): 'POST'}
+            ('model', 'infer'): 'POST', ('model', 'generate'): 'POST', ('model', 'generate_stream'): 'POST',
+            **{(kind, action): 'GET' if action == 'status' else 'POST'     # the shared-memory extension
+               for kind in ('systemsharedmemory', 'cudasharedmemory') for action in ('status', 'register', 'unregister')}}
 
 class HTTPFrontend:
     "Triton's HTTP/REST endpoints over a TritonServer, as an ASGI application."
@@ -495,13 +507,14 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     body = await self._inflated(body, headers.get(b'content-encoding'))
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
     if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
-    else: req, opts = await off_loop(len(body), decode_infer_request, name, version, body, n)
+    else: req, opts = await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     m, fut = _submit_one(self.server, req)
     resp = await fut
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
+    self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
     labels = output_labels(m) if n != 0 and body else None
     return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
 
@@ -699,9 +712,10 @@ _API_GROUP = {('server', ''): 'metadata', ('health', 'live'): 'health', ('health
               ('repository', 'load'): 'model-repository', ('repository', 'unload'): 'model-repository',
               ('model', ''): 'metadata', ('model', 'ready'): 'health', ('model', 'config'): 'model-config',
               ('model', 'stats'): 'statistics', ('model', 'infer'): 'inference', ('model', 'generate'): 'inference',
-              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging'}
+              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging',
+              **{(kind, action): 'shared-memory' for kind in ('systemsharedmemory', 'cudasharedmemory')
+                 for action in ('status', 'register', 'unregister')}}
 _UNSERVED = ((re.compile(r'/v2/(?:models/[^/]+(?:/versions/[0-9]+)?/)?trace/setting'), 'trace'),
-             (re.compile(r'/v2/(?:system|cuda)sharedmemory(?:/region/[^/]+)?/(?:status|register|unregister)'), 'shared-memory'),
              (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
 
 def api_group(path:str, route:tuple|None) -> str|None:
@@ -791,6 +805,7 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         if kind == 'index': return await self._index(body)
         if kind == 'repository': return await self._repository(name, action, body)
         if kind == 'logging': return await self._logging(method, body)
+        if kind in ('systemsharedmemory', 'cudasharedmemory'): return self._shared_memory(kind, name, action, body)
     except TritonError as e: return error_response(e)
     except _Reply as r: return r.response
     except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
@@ -1071,3 +1086,67 @@ class HTTPService:
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
+
+# %% ../nbs/08_http.ipynb #e3001493
+def shm_route(p:list) -> tuple|None:
+    "(kind, region or None, -1, action) for a shared-memory path (split on '/', after /v2), None when no route matches."
+    kind, rest, name = p[0], p[1:], None
+    if len(rest) == 3 and rest[0] == 'region' and rest[1]: name, rest = rest[1], rest[2:]
+    if len(rest) != 1 or rest[0] not in ('status', 'register', 'unregister'): return None
+    return (kind, name, -1, rest[0])
+
+# %% ../nbs/08_http.ipynb #d2477c0e
+def register_fields(doc) -> tuple:
+    "(key, offset, byte_size) of a system shared-memory register request, checked as Triton checks them."
+    if not isinstance(doc, dict) or 'key' not in doc: raise TritonError("Shared memory register request has no 'key' field")
+    key = _field(doc, 'key', str, verb=None)
+    offset = _field(doc, 'offset', 'uint', required=False, verb=None) or 0
+    if 'byte_size' not in doc: raise TritonError("Shared memory register request has no 'byte_size' field")
+    return key, offset, _field(doc, 'byte_size', 'uint', verb=None)
+
+# %% ../nbs/08_http.ipynb #9a0803ee
+def cuda_register(doc):
+    "What Triton's CPU-only build answers to a CUDA shared-memory register request: always an error."
+    if not isinstance(doc, dict) or 'raw_handle' not in doc: raise TritonError("Shared memory register request has no 'raw_handle' field")
+    b64 = _field(doc['raw_handle'], 'b64', str, verb=None)
+    if 'device_id' not in doc: raise TritonError("attempt to access non-existing object member 'device_id'", 'INTERNAL')
+    if type(doc['device_id']) is not int: raise TritonError('attempt to access JSON non-signed-integer as signed-integer', 'INTERNAL')
+    _field(doc, 'byte_size', 'uint', verb=None)
+    try: handle = base64.b64decode(b64)
+    except ValueError: handle = b''
+    if len(handle) != 64: raise TritonError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    raise TritonError('failed to register shared memory region: invalid args')
+
+def cuda_status(region:str|None) -> list:
+    "No CUDA region is ever registered."
+    if region is not None: raise TritonError(f"Unable to find cuda shared memory region: '{region}'", 'NOT_FOUND')
+    return []
+
+# %% ../nbs/08_http.ipynb #1c423880
+@patch
+def _shared_memory(self:HTTPFrontend, kind:str, region:str|None, action:str, body:bytes) -> Response:
+    "status / register / unregister, for system and CUDA shared memory."
+    system, shm = kind == 'systemsharedmemory', self.server.shared_memory
+    if action == 'status': return Response(200, json_dumps(shm.status(region) if system else cuda_status(region)))
+    if action == 'unregister':
+        if system: shm.unregister(region)     # an unknown name is not an error
+        return Response(200, b'')
+    if region is None: raise TritonError(f"'region name' is necessary to register {'system' if system else 'cuda'} shared memory region")
+    doc = parse_json(body)
+    if system: shm.register(region, *register_fields(doc))
+    else: cuda_register(doc)
+    return Response(200, b'')
+
+# %% ../nbs/08_http.ipynb #807fc0a9
+def shm_placement(params:dict, shm) -> Placement:
+    "The shared-memory window named in an input's or output's `parameters`, checked against the registry."
+    region = _field(params, 'shared_memory_region', str)
+    offset = _field(params, 'shared_memory_offset', 'uint', required=False) or 0
+    size = _field(params, 'shared_memory_byte_size', 'uint', required=False) or 0
+    return shm.placement(region, offset, size)
+
+def shm_output(params:dict, binary:bool, classification:int, shm) -> Placement:
+    "A requested output's window; Triton refuses it together with `binary_data` or `classification`."
+    if binary: raise TritonError("Output can't set both 'shared_memory_region' and 'binary_data'")
+    if classification: raise TritonError("Output can't set both 'shared_memory_region' and 'classification'")
+    return shm_placement(params, shm)

@@ -22,6 +22,7 @@ from .python_backend import PythonBackend
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
 from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
+from .shared_memory import SharedMemoryRegistry
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class TritonServer:
                                                 strict_model_config=strict_model_config, startup_models=load_models)
         self.repository.loader = self
         self._started, self._poller = False, None
+        self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
 
     def default_backends(self) -> BackendRegistry:
         "The backends a new server knows: Python and ONNX Runtime, plus the seed's teaching backends."
@@ -314,6 +316,7 @@ def stop(self:TritonServer, timeout:float|None=None) -> list:
     if self._poller is not None: self._poller.set()
     stuck = self.repository.unload_all(timeout)
     self.repository.remove_overrides()      # the files load requests sent go with their models
+    self.shared_memory.unregister()         # unmap every region, as Triton's exit does
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]
 
@@ -434,7 +437,7 @@ def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
 
 # %% ../nbs/07_server.ipynb #d48a967c
 _EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
-               'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
+               'model_configuration', 'system_shared_memory', 'cuda_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
 
 @patch
 def server_metadata(self:TritonServer) -> dict:

@@ -105,7 +105,7 @@ def gen_body(**kw): return kw
 case('health_live', 'GET', '/v2/health/live')
 case('health_ready', 'GET', '/v2/health/ready')
 case('server_metadata', 'GET', '/v2', normalize=('server_version',),
-     xfail='triton-mini lists only the extensions it implements: not system_shared_memory, cuda_shared_memory, trace')
+     xfail='triton-mini lists only the extensions it implements: not trace')
 case('route_root', 'GET', '/')
 case('route_v2_health', 'GET', '/v2/health')
 case('route_trailing_slash', 'GET', f'{ADD}/')
@@ -543,11 +543,62 @@ case('logging_bad_bool', 'POST', '/v2/logging', {'log_info': 'yes'})
 case('logging_set_and_restore', 'POST', '/v2/logging', {'log_verbose_level': 0, 'log_info': True})
 case('trace_setting', 'GET', '/v2/trace/setting',
      xfail='triton-mini does not implement the trace extension (404)')
-case('shm_status', 'GET', '/v2/systemsharedmemory/status',
-     xfail='triton-mini does not support shared memory (system or CUDA)')
+# Shared memory without a shm object (regions that exist are compared in tests/test_shared_memory.py, which makes them)
+SHM, CUDA = '/v2/systemsharedmemory', '/v2/cudasharedmemory'
+case('shm_status', 'GET', f'{SHM}/status')
+case('shm_status_unknown', 'GET', f'{SHM}/region/nope/status')
+case('shm_status_post', 'POST', f'{SHM}/status')
+case('shm_status_trailing_slash', 'GET', f'{SHM}/region/nope/status/')
+case('shm_status_empty_name', 'GET', f'{SHM}//region//status')
+case('shm_bare', 'GET', SHM)
+case('shm_unregister_unknown', 'POST', f'{SHM}/region/nope/unregister')
+case('shm_unregister_all', 'POST', f'{SHM}/unregister', b'{not json')
+case('shm_unregister_get', 'GET', f'{SHM}/unregister')
+case('shm_register_get', 'GET', f'{SHM}/region/r/register')
+case('shm_register_no_name', 'POST', f'{SHM}/register', {'key': '/tm_conf_none', 'offset': 0, 'byte_size': 16})
+case('shm_register_missing_object', 'POST', f'{SHM}/region/r/register', {'key': '/tm_conf_none', 'offset': 0, 'byte_size': 16})
+case('shm_register_bad_key_path', 'POST', f'{SHM}/region/r/register', {'key': '/a/b', 'byte_size': 16})
+case('shm_register_no_key', 'POST', f'{SHM}/region/r/register', {'offset': 0, 'byte_size': 16})
+case('shm_register_no_byte_size', 'POST', f'{SHM}/region/r/register', {'key': '/tm_conf_none'})
+case('shm_register_key_int', 'POST', f'{SHM}/region/r/register', {'key': 5, 'byte_size': 16})
+case('shm_register_offset_str', 'POST', f'{SHM}/region/r/register', {'key': '/tm_conf_none', 'offset': '0', 'byte_size': 16})
+case('shm_register_size_negative', 'POST', f'{SHM}/region/r/register', {'key': '/tm_conf_none', 'byte_size': -1})
+case('shm_register_list', 'POST', f'{SHM}/region/r/register', [1])
+case('shm_register_bad_json', 'POST', f'{SHM}/region/r/register', b'{')
+case('shm_register_empty', 'POST', f'{SHM}/region/r/register', b'')
+case('shm_status_after_failures', 'GET', f'{SHM}/status')
 case('shm_infer', 'POST', f'{ADD}/infer',
-     infer(A, tensor('INPUT1', 'FP32', [1, 4], shared_memory_region='nope', shared_memory_byte_size=16)),
-     xfail='triton-mini does not support shared memory: it answers 501, Triton 404 "Unable to find shared memory region"')
+     infer(A, tensor('INPUT1', 'FP32', [1, 4], shared_memory_region='nope', shared_memory_byte_size=16)))
+case('shm_infer_region_int', 'POST', f'{ADD}/infer', infer(A, tensor('INPUT1', 'FP32', [1, 4], shared_memory_region=5)))
+case('shm_infer_size_str', 'POST', f'{ADD}/infer',
+     infer(A, tensor('INPUT1', 'FP32', [1, 4], shared_memory_region='nope', shared_memory_byte_size='16')))
+case('shm_infer_offset_negative', 'POST', f'{ADD}/infer',
+     infer(A, tensor('INPUT1', 'FP32', [1, 4], shared_memory_region='nope', shared_memory_byte_size=16, shared_memory_offset=-1)))
+case('shm_infer_with_data', 'POST', f'{ADD}/infer',
+     infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4], shared_memory_region='nope', shared_memory_byte_size=16)))
+case('shm_infer_offset_without_region', 'POST', f'{ADD}/infer',
+     infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4], shared_memory_offset=8, shared_memory_byte_size=16)))
+case('shm_infer_output_unknown', 'POST', f'{ADD}/infer',
+     {**infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4])),
+      'outputs': [{'name': 'OUTPUT0', 'parameters': {'shared_memory_region': 'nope', 'shared_memory_byte_size': 16}}]})
+case('shm_infer_output_binary_unknown', 'POST', f'{ADD}/infer',
+     {**infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4])),
+      'outputs': [{'name': 'OUTPUT0', 'parameters': {'shared_memory_region': 'nope', 'shared_memory_byte_size': 16, 'binary_data': True}}]})
+case('shm_infer_output_classification_unknown', 'POST', f'{ADD}/infer',
+     {**infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4])),
+      'outputs': [{'name': 'OUTPUT0', 'parameters': {'shared_memory_region': 'nope', 'shared_memory_byte_size': 16, 'classification': 1}}]})
+HANDLE = base64.b64encode(bytes(64)).decode()
+case('cuda_shm_status', 'GET', f'{CUDA}/status')
+case('cuda_shm_status_unknown', 'GET', f'{CUDA}/region/x/status')
+case('cuda_shm_unregister', 'POST', f'{CUDA}/region/x/unregister')
+case('cuda_shm_unregister_all', 'POST', f'{CUDA}/unregister')
+case('cuda_shm_register_no_name', 'POST', f'{CUDA}/register', {'raw_handle': {'b64': HANDLE}, 'device_id': 0, 'byte_size': 16})
+case('cuda_shm_register_empty', 'POST', f'{CUDA}/region/x/register', {})
+case('cuda_shm_register_short_handle', 'POST', f'{CUDA}/region/x/register', {'raw_handle': {'b64': 'AAAA'}, 'device_id': 0, 'byte_size': 16})
+case('cuda_shm_register_handle_str', 'POST', f'{CUDA}/region/x/register', {'raw_handle': HANDLE, 'device_id': 0, 'byte_size': 16})
+case('cuda_shm_register_no_device', 'POST', f'{CUDA}/region/x/register', {'raw_handle': {'b64': HANDLE}, 'byte_size': 16})
+case('cuda_shm_register_no_size', 'POST', f'{CUDA}/region/x/register', {'raw_handle': {'b64': HANDLE}, 'device_id': 0})
+case('cuda_shm_register', 'POST', f'{CUDA}/region/x/register', {'raw_handle': {'b64': HANDLE}, 'device_id': 0, 'byte_size': 16})
 
 # =========================================================================================================
 # The explicit pair: model-control-mode explicit, nothing loaded at start. Order matters here.
