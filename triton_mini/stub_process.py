@@ -98,9 +98,7 @@ def _read(self:Stub):
         if msg[0] == 'reply': self._reply(*msg[1:])
         elif msg[0] == 'bls': self._bls_response(*msg[1:])
         else: self.work.put(msg)
-    gone = TritonError('the server of this stub process is gone', 'UNAVAILABLE')
-    for fut in list(self.calls.values()): fut.done() or fut.set_exception(gone)
-    self.work.put(None)
+    os._exit(0)   # the server closed the socket (it stopped, or died): nobody is left to answer, not even a hung execute
 
 # %% ../nbs/04c_stub_process.ipynb #43f40aca
 @patch
@@ -141,7 +139,8 @@ def _finalize(self:Stub):
 # %% ../nbs/04c_stub_process.ipynb #d36c0379
 def stub_main(fd:int):
     "The stub's entry point: serve the server at the other end of the socket `fd`."
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole process group: the server decides
+    for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
+        signal.signal(sig, signal.SIG_IGN)
     Stub(Connection(fd)).serve()
 
 # %% ../nbs/04c_stub_process.ipynb #4acde092
