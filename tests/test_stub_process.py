@@ -158,3 +158,30 @@ def test_dead_stub_answers_like_real_triton(real_triton, mini_process, repo):
         answers[label] = [infer(s.http_port, 'crash', 1)[0], infer(s.http_port, 'crash', -1), infer(s.http_port, 'crash', 1),
                           http(s.http_port, 'GET', '/v2/models/crash/ready')[0], infer(s.http_port, 'healthy', 1)[0]]
     assert answers['mini'] == answers['triton']
+
+
+def test_auto_complete_runs_in_a_stub(mini_process, tmp_path):
+    "A model.py that exits the process at import: in process mode only its load fails (Triton 2.51 hangs there)."
+    repo = tmp_path / 'models'
+    write(repo, 'exits_at_import', 'import os\nos._exit(3)\n', CONFIG)
+    write(repo, 'healthy', MODEL, CONFIG)
+    (repo / 'auto' / '1').mkdir(parents=True)
+    (repo / 'auto' / '1' / 'model.py').write_text(textwrap.dedent('''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            @staticmethod
+            def auto_complete_config(config):
+                config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [1]})
+                config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]})
+                return config
+            def execute(self, requests):
+                return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                        for r in requests]
+        '''))
+    (repo / 'auto' / 'config.pbtxt').write_text('backend: "python"\n')
+    s = mini_process(repo, '--python-backend-mode=process', '--exit-on-error=false', wait='live')
+    assert infer(s.http_port, 'healthy', 1)[0] == 200
+    cfg = json.loads(http(s.http_port, 'GET', '/v2/models/auto/config')[2])
+    assert [i['name'] for i in cfg['input']] == ['IN']
+    index = {e['name']: e for e in json.loads(http(s.http_port, 'POST', '/v2/repository/index')[2])}
+    assert index['exits_at_import']['state'] == 'UNAVAILABLE' and 'exit code 3' in index['exits_at_import']['reason']

@@ -241,6 +241,13 @@ class PythonBackend(Backend):
 
     def auto_complete_config(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
         "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
+        if self.mode_for(config) == 'process':   # in a short-lived stub, as Triton does (04c_stub_process)
+            from triton_mini.stub_process import auto_complete_in_stub
+            return auto_complete_in_stub(config, model_dir)
+        return self.auto_complete_here(config, model_dir)
+
+    def auto_complete_here(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
+        "`auto_complete_config` in this process: import model.py, call the static method, check what it returns."
         versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
         fname = config.default_model_filename or self.default_model_filename
         files = [f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()]   # as checked

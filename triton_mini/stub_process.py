@@ -16,7 +16,7 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 # %% auto #0
 __all__ = ['WIRE_FIELDS', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy',
            'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'not_healthy',
-           'StubModelInstance', 'stub_command']
+           'StubModelInstance', 'stub_command', 'spawn_stub', 'auto_complete_in_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
@@ -244,14 +244,20 @@ def _stub_env() -> dict:
     env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
     return env
 
+def spawn_stub() -> tuple:
+    "A new stub process and our end of its socket."
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen([*stub_command(), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                env=_stub_env(), stdin=subprocess.DEVNULL)
+    finally: theirs.close()
+    return proc, Connection(ours.detach())
+
 @patch
 def _start(self:StubModelInstance):
     "Start the stub, hand it the instance's arguments, wait for `ready` (or the error of `initialize`)."
-    ours, theirs = socket.socketpair()
-    self.proc = subprocess.Popen([*stub_command(), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                 env=_stub_env(), stdin=subprocess.DEVNULL)
-    theirs.close()
-    self.conn, self._send_lock = Connection(ours.detach()), threading.Lock()
+    self.proc, self.conn = spawn_stub()
+    self._send_lock = threading.Lock()
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
     self._send(('initialize', self.args))
@@ -418,3 +424,35 @@ def _kill(self:StubModelInstance):
         self.proc.wait()
     try: self.conn.close()
     except OSError: pass
+
+# %% ../nbs/04c_stub_process.ipynb #1318a890
+@patch
+def _auto_complete(self:Stub, config, model_dir):
+    from triton_mini.python_backend import PythonBackend
+    try: self.send(('completed', PythonBackend().auto_complete_here(config, model_dir)))
+    except Exception as e: self.send(('error', e))
+
+def auto_complete_in_stub(config, model_dir:Path, timeout:float=60.0):
+    "The model's `auto_complete_config`, run in a short-lived stub: the completed config, or its error raised here."
+    from triton_mini.model_config import ConfigError
+    proc, conn = spawn_stub()
+    try:
+        send_message(conn, ('auto_complete', config, Path(model_dir)))
+        deadline = time.monotonic() + timeout
+        while conn.poll(max(deadline - time.monotonic(), 0)):
+            kind, *value = recv_message(conn)
+            if kind == 'log': _log_from_stub(value[0])          # what the model logged on the way
+            elif kind == 'error': raise value[0]
+            elif kind == 'completed': return value[0]
+        raise EOFError
+    except (EOFError, OSError):
+        name = config.name or Path(model_dir).name
+        try: code = proc.wait(2)
+        except subprocess.TimeoutExpired: code = None
+        raise ConfigError(f"the stub process that runs auto_complete_config of model '{name}' died or did not answer "
+                          f"(exit code {code})", stage='load', code='Internal') from None
+    finally:
+        conn.close()
+        if proc.poll() is None:
+            try: proc.wait(5)
+            except subprocess.TimeoutExpired: proc.kill(); proc.wait()
