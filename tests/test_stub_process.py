@@ -185,3 +185,40 @@ def test_auto_complete_runs_in_a_stub(mini_process, tmp_path):
     assert [i['name'] for i in cfg['input']] == ['IN']
     index = {e['name']: e for e in json.loads(http(s.http_port, 'POST', '/v2/repository/index')[2])}
     assert index['exits_at_import']['state'] == 'UNAVAILABLE' and 'exit code 3' in index['exits_at_import']['reason']
+
+
+ENV_MODEL = '''
+import os, sys
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        where = np.array([sys.prefix.encode(), os.environ.get("SEED_VAR", "").encode()], dtype=object)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("WHERE", where)]) for _ in requests]
+'''
+
+
+@pytest.mark.slow
+def test_a_packed_environment_runs_the_stub(mini_process, tmp_path):
+    "EXECUTION_ENV_PATH (a venv packed as seed 003 packs qwen_env) and EXECUTION_ENV's variables reach the stub."
+    import subprocess, sys, tarfile
+    repo = tmp_path / 'models'
+    env_dir = tmp_path / 'build' / 'my_env'
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(env_dir)], check=True)
+    config = ('backend: "python"\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+              'output [{ name: "WHERE" data_type: TYPE_STRING dims: [2] }]\n'
+              'parameters [{ key: "EXECUTION_ENV_PATH" value { string_value: "$$TRITON_MODEL_DIRECTORY/my_env.tar.gz" } },\n'
+              '  { key: "EXECUTION_ENV" value { string_value: "{\\"SEED_VAR\\": \\"from seed 003\\"}" } }]\n')
+    write(repo, 'packed', ENV_MODEL, config)
+    with tarfile.open(repo / 'packed' / 'my_env.tar.gz', 'w:gz') as tar: tar.add(env_dir, arcname='my_env')
+    write(repo, 'missing', ENV_MODEL, config.replace('my_env.tar.gz', 'nope.tar.gz'))
+    s = mini_process(repo, '--exit-on-error=false', wait='live', env={'TRITON_MINI_ENV_CACHE': str(tmp_path / 'cache')})
+    status, body = infer(s.http_port, 'packed', 1)
+    assert status == 200, body
+    prefix, var = body['outputs'][0]['data']
+    assert prefix.startswith(str(tmp_path / 'cache')) and prefix.endswith('my_env') and var == 'from seed 003'
+    index = {e['name']: e for e in json.loads(http(s.http_port, 'POST', '/v2/repository/index')[2])}
+    assert index['missing'].get('state') == 'UNAVAILABLE', (index, s.log())
+    assert index['missing'].get('reason') == f"Internal: Failed to get the canonical path for {repo / 'missing' / 'nope.tar.gz'}."
+    assert f"Using Python execution env {repo / 'packed' / 'my_env.tar.gz'}" in s.log()

@@ -278,7 +278,8 @@ PYTHON_BACKEND_MODES = ('thread', 'process')
 def mode_for(self:PythonBackend, cfg:ModelConfig) -> str:
     "`thread` or `process` for this model: its `python_backend_mode` parameter, else the backend's (the server's) mode."
     p = cfg.parameters.get('python_backend_mode')
-    mode = p.string_value if p is not None else self.mode
+    packed = 'EXECUTION_ENV_PATH' in cfg.parameters      # a packed environment needs a process of its own
+    mode = p.string_value if p is not None else 'process' if packed else self.mode
     if mode not in PYTHON_BACKEND_MODES:
         raise TritonError(f"parameter 'python_backend_mode' of model '{cfg.name}' must be 'thread' or 'process', got '{mode}'", 'INVALID_ARG')
     return mode

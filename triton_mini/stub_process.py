@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import itertools, logging, os, pickle, queue, signal, socket, struct, subprocess, sys, threading, time
+import itertools, json, logging, os, pickle, queue, signal, socket, struct, subprocess, sys, threading, time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -14,9 +14,10 @@ from .errors import TritonError
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['WIRE_FIELDS', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy',
-           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'not_healthy',
-           'StubModelInstance', 'stub_command', 'spawn_stub', 'auto_complete_in_stub']
+__all__ = ['WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire',
+           'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state',
+           'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env', 'env_root', 'unpack_env',
+           'safe_members', 'not_healthy', 'StubModelInstance', 'auto_complete_in_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
@@ -209,6 +210,113 @@ def set_metric_state(m, state:dict):
         m._value = state['value']
         if state['buckets'] is not None: m.bucket_counts, m.sum, m.count = list(state['bucket_counts']), state['sum'], state['count']
 
+# %% ../nbs/04c_stub_process.ipynb #e210d5f4
+STUB_MAIN = 'from triton_mini.stub_process import stub_main; stub_main(int(sys.argv[1]))'
+
+def stub_command(python:str|None=None) -> list:
+    """How the server starts a stub: this Python with this triton_mini first on its path; or a packed environment's
+    Python (EXECUTION_ENV_PATH, below), with this triton_mini and the server's packages *after* the environment's own,
+    so the environment's versions win and what it lacks (fastcore, orjson, ...) still imports. The socket's fd follows."""
+    if python is None: return [sys.executable, '-c', 'import sys; ' + STUB_MAIN]
+    return [python, '-c', f'import sys; sys.path.extend({server_paths()!r}); ' + STUB_MAIN]
+
+def server_paths() -> list:
+    "Where this server's triton_mini and packages are imported from."
+    import site, triton_mini
+    return [str(Path(triton_mini.__file__).resolve().parents[1]), *site.getsitepackages()]
+
+def _stub_env() -> dict:
+    env = dict(os.environ)
+    import triton_mini
+    root = str(Path(triton_mini.__file__).resolve().parents[1])
+    env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    return env
+
+def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
+    "A new stub process and our end of its socket."
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen([*stub_command(python), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                env=env if env is not None else _stub_env(), stdin=subprocess.DEVNULL)
+    finally: theirs.close()
+    return proc, Connection(ours.detach())
+
+# %% ../nbs/04c_stub_process.ipynb #3545e9c7
+ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
+log = logging.getLogger('triton_mini.stub')
+
+def _parameter(cfg, key:str) -> str | None:
+    p = cfg.parameters.get(key)
+    return p.string_value if p is not None else None
+
+def execution_env(cfg, model_dir) -> tuple:
+    "The Python (None: the server's) and the environment variables of a model's stub."
+    env, python = _stub_env(), None
+    if path := _parameter(cfg, 'EXECUTION_ENV_PATH'):
+        path = path.replace('$$TRITON_MODEL_DIRECTORY', str(model_dir))
+        log.info(f'Using Python execution env {path}')
+        if not os.path.isfile(path): raise TritonError(f'Failed to get the canonical path for {path}.', 'INTERNAL')
+        root = env_root(unpack_env(Path(path)), path)
+        python = str(root / 'bin' / 'python')
+        env.pop('PYTHONPATH', None)
+        env.update(VIRTUAL_ENV=str(root), PATH=f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    if extra := _parameter(cfg, 'EXECUTION_ENV'):
+        try: variables = json.loads(extra)
+        except ValueError: variables = None
+        if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
+            raise TritonError(f'parameter EXECUTION_ENV of model \'{cfg.name}\' must be a JSON object of strings, got {extra}', 'INVALID_ARG')
+        env.update(variables)
+    return python, env
+
+# %% ../nbs/04c_stub_process.ipynb #b5aca4e2
+def env_root(folder:Path, archive) -> Path:
+    "The environment in an unpacked archive: its top folder, or the one folder in it (`tar -czf env.tar.gz env/`)."
+    if not (folder / 'bin').is_dir():
+        inner = [p for p in folder.iterdir() if p.is_dir()]
+        if len(inner) == 1 and (inner[0] / 'bin').is_dir(): folder = inner[0]
+    for f in ('activate', 'python'):
+        if not (folder / 'bin' / f).exists():
+            raise TritonError(f"the execution environment {archive} has no bin/{f}: pack a virtual environment "
+                              "(python -m venv, or conda-pack)", 'INTERNAL')
+    return folder
+
+def unpack_env(archive:Path) -> Path:
+    "Unpack `archive` once: its folder in the cache, named by the archive's SHA-256."
+    import fcntl, hashlib, shutil, tarfile
+    digest = hashlib.sha256()
+    with open(archive, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''): digest.update(chunk)
+    dest = ENV_CACHE / digest.hexdigest()[:32]
+    ENV_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(ENV_CACHE / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # several instances of one model start together
+        if (dest / '.unpacked').exists(): return dest
+        tmp = Path(f'{dest}.tmp{os.getpid()}')
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            with tarfile.open(archive) as tar: tar.extractall(tmp, members=safe_members(tar, archive), filter='tar')
+        except (tarfile.TarError, OSError) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TritonError(f'failed to unpack the execution environment {archive}: {e}', 'INTERNAL') from None
+        except BaseException: shutil.rmtree(tmp, ignore_errors=True); raise
+        (tmp / '.unpacked').touch()
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest
+
+def safe_members(tar, archive) -> list:
+    "Every member, unless one would be written outside the folder: then the archive is refused (zip slip)."
+    links = []
+    for m in tar.getmembers():
+        name = os.path.normpath(m.name)
+        through = next((l for l in links if name.startswith(l + os.sep)), None)
+        bad_link = m.islnk() and (os.path.isabs(m.linkname) or os.path.normpath(m.linkname).startswith('..'))
+        if os.path.isabs(m.name) or name == '..' or name.startswith('..' + os.sep) or through or bad_link or m.isdev():
+            raise TritonError(f"refusing the execution environment {archive}: its entry '{m.name}' would be written "
+                              "outside the environment's folder", 'INTERNAL')
+        if m.issym(): links.append(name)
+    return tar.getmembers()
+
 # %% ../nbs/04c_stub_process.ipynb #53df7390
 def not_healthy(instance_name:str) -> TritonError:
     "What real Triton 2.51 answers for a request to an instance whose stub died (observed: HTTP 500)."
@@ -233,30 +341,10 @@ class StubModelInstance(ModelInstance):
         return self._run_batch(requests)
 
 # %% ../nbs/04c_stub_process.ipynb #14b5f241
-def stub_command() -> list:
-    "How the server starts a stub: this Python, this triton_mini (its folder first on the path); the socket's fd follows."
-    return [sys.executable, '-c', 'import sys; from triton_mini.stub_process import stub_main; stub_main(int(sys.argv[1]))']
-
-def _stub_env() -> dict:
-    env = dict(os.environ)
-    import triton_mini
-    root = str(Path(triton_mini.__file__).resolve().parents[1])
-    env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
-    return env
-
-def spawn_stub() -> tuple:
-    "A new stub process and our end of its socket."
-    ours, theirs = socket.socketpair()
-    try:
-        proc = subprocess.Popen([*stub_command(), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                env=_stub_env(), stdin=subprocess.DEVNULL)
-    finally: theirs.close()
-    return proc, Connection(ours.detach())
-
 @patch
 def _start(self:StubModelInstance):
     "Start the stub, hand it the instance's arguments, wait for `ready` (or the error of `initialize`)."
-    self.proc, self.conn = spawn_stub()
+    self.proc, self.conn = spawn_stub(*execution_env(self.args.config, self.args.model_dir))
     self._send_lock = threading.Lock()
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
@@ -435,7 +523,8 @@ def _auto_complete(self:Stub, config, model_dir):
 def auto_complete_in_stub(config, model_dir:Path, timeout:float=60.0):
     "The model's `auto_complete_config`, run in a short-lived stub: the completed config, or its error raised here."
     from triton_mini.model_config import ConfigError
-    proc, conn = spawn_stub()
+    try: proc, conn = spawn_stub(*execution_env(config, model_dir))
+    except TritonError: return config   # no environment to run it in: the version's load fails and says why (as Triton)
     try:
         send_message(conn, ('auto_complete', config, Path(model_dir)))
         deadline = time.monotonic() + timeout
