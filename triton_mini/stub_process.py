@@ -14,21 +14,25 @@ from .errors import TritonError
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'send_message', 'recv_message', 'request_to_wire',
-           'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state',
-           'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env', 'env_root', 'unpack_env',
-           'safe_members', 'not_healthy', 'StubModelInstance', 'auto_complete_in_stub']
+__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'send_message', 'recv_message',
+           'request_to_wire', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
+           'metric_state', 'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env',
+           'env_root', 'unpack_env', 'safe_members', 'not_healthy', 'StubModelInstance', 'auto_complete_in_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
+OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
+
 def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
-    "Pickle `obj` (protocol 5) and send it; array memory goes as raw frames after it, never copied into the pickle."
-    buffers = []
-    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
+    "Pickle `obj` (protocol 5) and send it: one frame, then the memory of each large array as a raw frame of its own."
+    raws = []
+    def out_of_band(buf):
+        raw = buf.raw()
+        if raw.nbytes < OUT_OF_BAND: return True      # in band
+        raws.append(raw)                              # out of band: sent as it is, never copied into the pickle
+    data = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
     head = struct.pack(f'<I{len(raws)}Q', len(raws), *(r.nbytes for r in raws))
     with lock or _no_lock:
-        conn.send_bytes(head)
-        conn.send_bytes(data)
+        conn.send_bytes(head + data)
         for r in raws: conn.send_bytes(r)
 
 class _NoLock:
@@ -38,17 +42,15 @@ _no_lock = _NoLock()
 
 def recv_message(conn:Connection):
     "The next message; raises EOFError when the other side is gone."
-    head = conn.recv_bytes()
-    n, = struct.unpack_from('<I', head)
-    sizes = struct.unpack_from(f'<{n}Q', head, 4)
-    data = conn.recv_bytes()
+    frame = conn.recv_bytes()
+    n, = struct.unpack_from('<I', frame)
+    sizes = struct.unpack_from(f'<{n}Q', frame, 4)
     buffers = []
     for size in sizes:
-        buf = bytearray(size)
-        if size: conn.recv_bytes_into(buf)
-        else: conn.recv_bytes()
+        buf = bytearray(size)       # writable, and received straight into
+        conn.recv_bytes_into(buf)
         buffers.append(buf)
-    return pickle.loads(data, buffers=buffers)
+    return pickle.loads(memoryview(frame)[4 + 8 * n:], buffers=buffers)
 
 # %% ../nbs/04c_stub_process.ipynb #b94bbb63
 WIRE_FIELDS = ('model_name', 'inputs', 'model_version', 'id', 'requested_outputs', 'parameters', 'priority',
