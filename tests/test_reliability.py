@@ -10,7 +10,7 @@ ready and a healthy model next to it answers.
 - row 7: `SystemExit` from model.py's import, `initialize` or `auto_complete_config` fails that load (over gRPC
   too); at startup with `--exit-on-error=false` the server comes up without it.
 - row 8: abandoned STARTs drain in about one idle period (the idle clock runs from arrival, as Triton's), and a
-  cancelled gRPC stream's queued sequence requests are dropped.
+  cancelled gRPC stream's (or unary call's) queued sequence requests are dropped.
 - row 9: a string correlation id longer than 128 bytes is refused as Triton refuses it (oracle: HTTP 501 and gRPC
   UNIMPLEMENTED, "string correlation ID cannot be longer than 128 characters"), also for a model without sequences.
 """
@@ -255,6 +255,25 @@ def test_a_cancelled_stream_drops_its_queued_sequence_requests(mini):
     while sched.backlog and time.monotonic() < deadline: time.sleep(0.01)
     assert len(sched.backlog) == 0 and sched.stats.failures['CANCELED'] == 5
     assert sched.stats.execution_count == 1              # only the START that had the slot ran
+    healthy(mini)
+
+
+def test_a_cancelled_unary_call_drops_its_queued_request(mini):
+    "One slot held by a START; a unary START past its 0.3 s deadline leaves the backlog (CANCELED), it is never run."
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+    sched = mini.server.repository.get('seq_slow_idle').scheduler
+    deadline = time.monotonic() + 5                      # a sequence of the stream test above holds the slot 2 s at most
+    while (sched.backlog or sched.sequences) and time.monotonic() < deadline: time.sleep(0.05)
+    client = grpc_client(mini)
+    canceled, runs = sched.stats.failures['CANCELED'], sched.stats.execution_count
+    client.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=700, sequence_start=True)     # holds the one slot
+    with pytest.raises(InferenceServerException, match='Deadline Exceeded'):
+        client.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
+    deadline = time.monotonic() + 5
+    while sched.backlog and time.monotonic() < deadline: time.sleep(0.01)
+    assert len(sched.backlog) == 0 and sched.stats.failures['CANCELED'] == canceled + 1
+    assert sched.stats.execution_count == runs + 1      # only the START that had the slot ran
     healthy(mini)
 
 
