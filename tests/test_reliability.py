@@ -327,3 +327,31 @@ def test_ids_answer_as_triton(tmp_path):
             return out
         assert answers(ours) == answers(theirs)
     finally: ours.stop(); theirs.stop()
+
+
+@pytest.mark.oracle
+def test_cancelled_unary_call_counts_as_triton(tmp_path):
+    """A unary START past its deadline behind a held slot: Triton 2.51 drops it unrun and counts it CANCELED; so do we.
+    (Its fail duration differs: Triton drops the request when the scheduler reaches it, here ~2 s, we at the cancel.)"""
+    import urllib.request
+    from triton_servers import RealTriton, start_together
+    from tritonclient.utils import InferenceServerException
+    root = tmp_path / 'models'
+    root.mkdir()
+    seq_variant(root, 'seq_slow_idle', max_batch_size=1, idle_us=2_000_000)
+    ours, theirs = start_together(lambda: MiniProcess(root), lambda: RealTriton(root))
+    try:
+        def counts(s):
+            c = grpc_client(s)
+            c.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=700, sequence_start=True)
+            with pytest.raises(InferenceServerException, match='Deadline Exceeded'):
+                c.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
+            time.sleep(3)                                # the held slot idles out: a request still queued would run now
+            text = urllib.request.urlopen(f'http://127.0.0.1:{s.metrics_port}/metrics', timeout=10).read().decode()
+            stats = c.get_inference_statistics('seq_slow_idle', as_json=True)['model_stats'][0]
+            return (sorted(l for l in text.splitlines() if 'seq_slow_idle' in l and l.startswith(('nv_inference_request_success', 'nv_inference_request_failure', 'nv_inference_exec_count'))),
+                    stats['inference_stats']['fail']['count'], stats['execution_count'])
+        mine, real = counts(ours), counts(theirs)
+        assert mine == real
+        assert 'nv_inference_request_failure{model="seq_slow_idle",reason="CANCELED",version="1"} 1' in real[0]
+    finally: ours.stop(); theirs.stop()
