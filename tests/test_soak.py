@@ -1,7 +1,7 @@
 """A short run of bench/soak.py (issue 26): 20 s of mixed good and hostile traffic over HTTP and gRPC against the
 `triton-mini` command. Every good request answered right, every hostile one within tests/http_fuzz.py's and
 tests/test_grpc_fuzz.py's promises, the server exits cleanly, and health stays answered under the load. The five-minute
-run and its figures: bench/results/2026-12-04-soak-26.md."""
+run and its figures: bench/results/2026-12-04-reliability.md."""
 import json, subprocess, sys
 from pathlib import Path
 
