@@ -388,9 +388,9 @@ class LivePoller:
                                        response_deserializer=lambda b: b)
             while not self.stop.wait(self.every):
                 t0 = time.monotonic()
-                try: live(b'', timeout=30)
-                except grpc.RpcError: self.times.append(30.0)    # counted as 30 s: a failure
-                self.times.append(time.monotonic() - t0); self.worst = max(self.worst, self.times[-1])
+                try: live(b'', timeout=30); took = time.monotonic() - t0
+                except grpc.RpcError: took = 30.0            # a failed poll counts as 30 s
+                self.times.append(took); self.worst = max(self.worst, took)
 
     def __enter__(self):
         self.thread = threading.Thread(target=self._poll, daemon=True); self.thread.start(); return self
