@@ -47,8 +47,9 @@ def mini(tmp_path_factory):
     seq_variant(root, 'seq_i64', 'TYPE_INT64')
     seq_variant(root, 'seq_idle', max_batch_size=1, idle_us=200_000)        # one slot, 0.2 s idle
     seq_variant(root, 'seq_slow_idle', max_batch_size=1, idle_us=2_000_000)  # one slot, 2 s idle
+    seq_variant(root, 'seq_cancel', max_batch_size=1, idle_us=2_000_000)     # the same, for the unary cancel alone
     s = MiniTriton(root, grpc=True, model_control_mode='explicit',
-                   load_models=['add_sub', 'seq_string', 'seq_state', 'seq_i32', 'seq_i64', 'seq_idle', 'seq_slow_idle'])
+                   load_models=['add_sub', 'seq_string', 'seq_state', 'seq_i32', 'seq_i64', 'seq_idle', 'seq_slow_idle', 'seq_cancel'])
     yield s
     s.stop()
 
@@ -260,17 +261,14 @@ def test_a_cancelled_stream_drops_its_queued_sequence_requests(mini):
 
 def test_a_cancelled_unary_call_drops_its_queued_request(mini):
     "One slot held by a START; a unary START past its 0.3 s deadline leaves the backlog (CANCELED), it is never run."
-    import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
-    sched = mini.server.repository.get('seq_slow_idle').scheduler
-    deadline = time.monotonic() + 5                      # a sequence of the stream test above holds the slot 2 s at most
-    while (sched.backlog or sched.sequences) and time.monotonic() < deadline: time.sleep(0.05)
+    sched = mini.server.repository.get('seq_cancel').scheduler
     client = grpc_client(mini)
     canceled, runs = sched.stats.failures['CANCELED'], sched.stats.execution_count
-    client.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=700, sequence_start=True)     # holds the one slot
+    client.infer('seq_cancel', [grpc_seq_input()], sequence_id=700, sequence_start=True)     # holds the one slot 2 s
     with pytest.raises(InferenceServerException, match='Deadline Exceeded'):
-        client.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
-    deadline = time.monotonic() + 5
+        client.infer('seq_cancel', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
+    deadline = time.monotonic() + 1
     while sched.backlog and time.monotonic() < deadline: time.sleep(0.01)
     assert len(sched.backlog) == 0 and sched.stats.failures['CANCELED'] == canceled + 1
     assert sched.stats.execution_count == runs + 1      # only the START that had the slot ran
