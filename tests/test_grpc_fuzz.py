@@ -47,6 +47,7 @@ SIZES = {'BOOL': 1, 'UINT8': 1, 'INT8': 1, 'UINT16': 2, 'INT16': 2, 'FP16': 2, '
 UNARY = [m.name for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods if not m.client_streaming]
 EXCEPTION_NAME = re.compile(r'\b[A-Z]\w*(Error|Exception|Exit|Interrupt)\b|Traceback|<class ')
 MODEL_FAILURE = 'Failed to process the request(s) for model'
+UNEXPECTED = 'internal error: the request could not be processed'   # the rpc wrapper's answer to an exception it did not expect
 DISCONNECTED = re.compile(r'Socket closed|failed to connect|Connection reset|GOAWAY')   # the server went away
 
 
@@ -337,6 +338,8 @@ def problems(answers: list) -> list:
             out.append(f'status {status}: {details[:200]}')
         elif EXCEPTION_NAME.search(details) and not details.startswith(MODEL_FAILURE):
             out.append(f'an exception name in {status}: {details[:200]}')
+        elif details.startswith(UNEXPECTED):
+            out.append(f'an unexpected exception in the server (its fixed text): {details[:200]}')
     return out
 
 
