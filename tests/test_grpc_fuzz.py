@@ -7,12 +7,20 @@ within a deadline, with a status that is not UNKNOWN and details that name no Py
 *by a model* is reported as Triton reports it, "Failed to process the request(s) ... ValueError: ...", and that is
 allowed). At the end the server is still ready, still answers a real inference, and its RSS has not grown.
 
+Issue 26's heavy shapes are a seeded stream of their own (`heavy_case`, so the cases of every seed above stay as
+they were), against a server in explicit mode with two sequence models: BYTES tensors of many small elements (raw and
+typed, sometimes cut or mis-shaped), correlation ids out of range or of the wrong type or over-long strings, thousands
+of parameters or megabyte ones, deeply nested or huge load configs and deep `file:` keys, and streams cancelled while
+their sequence STARTs still wait in the backlog. Meanwhile ServerLive is polled: the slowest answer is reported. In CI
+20 small ones run (fast) and 150 with up to 1M-element tensors (slow); `--heavy N` on the command line.
+
 The corpus in tests/grpc_fuzz_corpus/ (`<name>.<Method>.bin`: the request bytes) is replayed first: the requests
 that once found a bug. In CI 2,000 cases run (a few seconds) (FUZZ_CASES, FUZZ_SEED override); for a long run:
 
     python tests/test_grpc_fuzz.py --cases 100000 --seed 7     # failures are written to the corpus folder
+    python tests/test_grpc_fuzz.py --cases 0 --heavy 500 --seed 1  # only issue 26's heavy shapes
 """
-import os, random, re, struct, sys, time
+import os, random, re, shutil, struct, sys, threading, time
 from pathlib import Path
 
 import pytest
@@ -39,6 +47,7 @@ SIZES = {'BOOL': 1, 'UINT8': 1, 'INT8': 1, 'UINT16': 2, 'INT16': 2, 'FP16': 2, '
 UNARY = [m.name for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods if not m.client_streaming]
 EXCEPTION_NAME = re.compile(r'\b[A-Z]\w*(Error|Exception|Exit|Interrupt)\b|Traceback|<class ')
 MODEL_FAILURE = 'Failed to process the request(s) for model'
+UNEXPECTED = 'internal error: the request could not be processed'   # the rpc wrapper's answer to an exception it did not expect
 DISCONNECTED = re.compile(r'Socket closed|failed to connect|Connection reset|GOAWAY')   # the server went away
 
 
@@ -173,12 +182,124 @@ def random_case(rng) -> tuple:
     return method, (mutate(rng, data) if rng.random() < 0.3 else data)
 
 
+# ------------------------------------------------------------------------------------------------- issue 26's heavy shapes
+
+SEQ_MODELS = ('seq_state', 'seq_string')     # tests/models/sequence, one INT32 input IN [1]; max_batch_size 2 (two slots)
+
+
+class CancelledStream(list):
+    "The messages of a stream that the client cancels `after` seconds after it starts (some may still be queued)."
+    def __init__(self, msgs, after:float=0.0): super().__init__(msgs); self.after = after
+
+
+def _strings(rng, n: int) -> list:
+    "n short byte strings, cheap to make: all equal, or of lengths 0..12 in turn."
+    if rng.random() < 0.5: return [b'abcdefgh'] * n
+    return [b'abcdefghijkl'[:i % 13] for i in range(n)]
+
+
+def _seq_request(model, sid_kind, sid, start=True, end=True) -> pb.ModelInferRequest:
+    r = pb.ModelInferRequest(model_name=model, inputs=[T(name='IN', datatype='INT32', shape=[1, 1])], raw_input_contents=[b'\x01\0\0\0'])
+    setattr(r.parameters['sequence_id'], sid_kind, sid)
+    r.parameters['sequence_start'].bool_param, r.parameters['sequence_end'].bool_param = start, end
+    return r
+
+
+def _add_sub() -> pb.ModelInferRequest:
+    raw = struct.pack('<4f', 1, 2, 3, 4)
+    return pb.ModelInferRequest(model_name='add_sub', inputs=[T(name=n, datatype='FP32', shape=[1, 4]) for n in ('INPUT0', 'INPUT1')],
+                                raw_input_contents=[raw, raw])
+
+
+def _many_bytes(rng, n: int) -> pb.ModelInferRequest:
+    "identity_bytes with n small elements, raw or typed; sometimes the last element cut or the shape off by one."
+    items = _strings(rng, n)
+    r = pb.ModelInferRequest(model_name='identity_bytes')
+    t = r.inputs.add(name='IN', datatype='BYTES', shape=[n] if rng.random() < 0.8 else rng.choice([[n + 1], [n - 1], [1, n]]))
+    if rng.random() < 0.4: t.contents.bytes_contents.extend(items)
+    else:
+        raw = b''.join(struct.pack('<I', len(x)) + x for x in items)
+        r.raw_input_contents.append(raw[:-rng.randint(1, 3)] if rng.random() < 0.2 else raw)
+    return r
+
+
+def _bad_id(rng) -> pb.ModelInferRequest:
+    "A sequence (or add_sub) request whose correlation id is out of range, of the wrong type, or a long string."
+    kind, value = rng.choice([('int64_param', -1), ('int64_param', -2**63), ('int64_param', 2**31), ('int64_param', 2**31 - 1),
+                              ('uint64_param', 2**63), ('uint64_param', 2**64 - 1), ('uint64_param', 2**32), ('int64_param', 0),
+                              ('string_param', 'x' * 128), ('string_param', 'x' * 129), ('string_param', '\u00e9' * 65),
+                              ('string_param', 'x' * rng.choice([10_000, 1_000_000])), ('string_param', ''),
+                              ('bool_param', True), ('double_param', 1.5), ('int64_param', rng.randint(1, 2**32))])
+    model = rng.choice(SEQ_MODELS + ('add_sub',))
+    r = _seq_request(model, kind, value, start=rng.random() < 0.9, end=rng.random() < 0.8) if model != 'add_sub' else _add_sub()
+    if model == 'add_sub': setattr(r.parameters['sequence_id'], kind, value)
+    if rng.random() < 0.2: r.parameters['sequence_start'].string_param = 'true'     # a flag of the wrong type
+    return r
+
+
+def _huge_parameters(rng) -> pb.ModelInferRequest:
+    "add_sub with thousands of parameters, a megabyte one, a long key, or many on an input and an output."
+    r, k = _add_sub(), rng.randrange(4)
+    if k == 0:
+        for i in range(rng.choice([1_000, 20_000])): r.parameters[f'p{i}'].int64_param = i
+    elif k == 1: r.parameters[rng.choice(['user', 'priority', 'timeout', 'triton_x'])].string_param = 'x' * rng.choice([2**16, 2**22])
+    elif k == 2: r.parameters['k' * rng.choice([1_000, 1_000_000])].bool_param = True
+    else:
+        for i in range(5_000): r.inputs[0].parameters[f'p{i}'].string_param = 'v'
+        r.outputs.add(name='OUTPUT0').parameters['classification'].int64_param = rng.choice([0, 1, 2**40, -1])
+    return r
+
+
+def _deep_load(rng) -> bytes:
+    "A RepositoryModelLoad of deep0..2 with a deep or huge config, or a deep `file:` key."
+    req, k = pb.RepositoryModelLoadRequest(model_name=f'deep{rng.randrange(3)}'), rng.randrange(3)
+    if k == 0:
+        d = rng.choice([100, 5_000, 200_000])
+        req.parameters['config'].string_param = '{"parameters": ' * d + '{}' + '}' * d
+    elif k == 1: req.parameters['config'].string_param = '{"backend": "python", "input": [' + '{"name": "x"},' * 20_000 + '{}]}'
+    else:
+        req.parameters['config'].string_param = '{"backend": "python"}'
+        req.parameters['file:' + '/'.join(['d'] * rng.choice([10, 1_500, 3_000])) + '/model.py'].bytes_param = b'x'
+    return req.SerializeToString()
+
+
+def _cancelled_stream(rng) -> CancelledStream:
+    "STARTs (few ENDs) of new sequences on one model, more than its two slots: the stream is cancelled while some wait."
+    model = rng.choice(SEQ_MODELS)
+    base = rng.randint(1, 2**32)
+    msgs = [_seq_request(model, 'int64_param', base + i, end=rng.random() < 0.2).SerializeToString() for i in range(rng.randint(3, 8))]
+    return CancelledStream(msgs, after=rng.choice([0.0, 0.01, 0.05]))
+
+
+def heavy_case(rng, big: bool = False) -> tuple:
+    "(method, request bytes or a list of them for a stream): one of issue 26's shapes; `big`: up to 1M BYTES elements."
+    k = rng.randrange(6)
+    n = rng.choice([1_000, 10_000, 50_000] + ([300_000, 1_000_000] if big else []))
+    if k == 0: return 'ModelInfer', _many_bytes(rng, n).SerializeToString()
+    if k == 1: return 'ModelInfer', _bad_id(rng).SerializeToString()
+    if k == 2: return 'ModelInfer', _huge_parameters(rng).SerializeToString()
+    if k == 3: return 'RepositoryModelLoad', _deep_load(rng)
+    if k == 4: return 'ModelStreamInfer', _cancelled_stream(rng)
+    return 'ModelStreamInfer', [rng.choice([_bad_id, _huge_parameters])(rng).SerializeToString() for _ in range(rng.randint(1, 3))]
+
+
 # ------------------------------------------------------------------------------------------------- the server and a call
 
 class Server(MiniProcess):
-    "`python -m triton_mini` on a copy of the conformance models, gRPC on a free port, with a raw channel to it."
-    def __init__(self, root: Path):
-        super().__init__(copy_models(root / 'models', 'conformance'), '--exit-timeout-secs=5', metrics=False)
+    """`python -m triton_mini` on a copy of the conformance models, gRPC on a free port, with a raw channel to it.
+    `heavy`: also the sequence models (0.2 s idle, so abandoned STARTs drain fast) and deep0..2 (copies of identity_int32
+    for the deep load configs), in explicit mode, all loaded."""
+    def __init__(self, root: Path, heavy: bool = False):
+        repo = copy_models(root / 'models', 'conformance', *(f'sequence/{m}' for m in SEQ_MODELS if heavy))
+        for m in SEQ_MODELS if heavy else ():
+            cfg = repo / m / 'config.pbtxt'
+            cfg.write_text(cfg.read_text().replace('sequence_batching {', 'sequence_batching {\n  max_sequence_idle_microseconds: 200000', 1))
+        for i in range(3 if heavy else 0):     # deep0..2, that the deep load configs replace (and fail to)
+            shutil.copytree(repo / 'identity_int32', repo / f'deep{i}')
+            cfg = repo / f'deep{i}' / 'config.pbtxt'
+            cfg.write_text(cfg.read_text().replace('"identity_int32"', f'"deep{i}"'))
+        flags = ['--model-control-mode=explicit', '--load-model=*'] if heavy else []
+        super().__init__(repo, '--exit-timeout-secs=5', *flags, metrics=False)
         opts = [('grpc.max_receive_message_length', -1), ('grpc.max_send_message_length', -1)]
         self.channel = grpc.insecure_channel(f'127.0.0.1:{self.grpc_port}', options=opts)
         try: grpc.channel_ready_future(self.channel).result(timeout=60)
@@ -198,6 +319,11 @@ def call(channel, method: str, data, timeout: float = 20) -> list:
     try:
         if method == 'ModelStreamInfer':
             stream = channel.stream_stream(path, request_serializer=ident, response_deserializer=pb.ModelStreamInferResponse.FromString)
+            if isinstance(data, CancelledStream):
+                answers = stream(iter(data), timeout=timeout)
+                time.sleep(data.after)
+                answers.cancel()
+                return [('OK', m.error_message) for m in answers] or [('OK', '')]
             return [('OK', m.error_message) for m in stream(iter(data), timeout=timeout)] or [('OK', '')]
         channel.unary_unary(path, request_serializer=ident, response_deserializer=ident)(data, timeout=timeout)
         return [('OK', '')]
@@ -212,6 +338,8 @@ def problems(answers: list) -> list:
             out.append(f'status {status}: {details[:200]}')
         elif EXCEPTION_NAME.search(details) and not details.startswith(MODEL_FAILURE):
             out.append(f'an exception name in {status}: {details[:200]}')
+        elif details.startswith(UNEXPECTED):
+            out.append(f'an unexpected exception in the server (its fixed text): {details[:200]}')
     return out
 
 
@@ -252,6 +380,39 @@ def run(server: Server, cases: int, seed: int, save: bool = False) -> list:
     return failures
 
 
+class LivePoller:
+    "ServerLive every 20 ms, on a channel of its own, while a block runs: `worst` is the slowest answer in seconds."
+    def __init__(self, port: int, every: float = 0.02, stop: threading.Event | None = None):
+        self.port, self.every, self.worst, self.times, self.stop = port, every, 0.0, [], stop or threading.Event()
+
+    def _poll(self):
+        with grpc.insecure_channel(f'127.0.0.1:{self.port}') as channel:
+            live = channel.unary_unary('/inference.GRPCInferenceService/ServerLive', request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)
+            while not self.stop.wait(self.every):
+                t0 = time.monotonic()
+                try: live(b'', timeout=30); took = time.monotonic() - t0
+                except grpc.RpcError: took = 30.0            # a failed poll counts as 30 s
+                self.times.append(took); self.worst = max(self.worst, took)
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self._poll, daemon=True); self.thread.start(); return self
+
+    def __exit__(self, *exc): self.stop.set(); self.thread.join(35)
+
+
+def run_heavy(server: Server, cases: int, seed: int, big: bool = False, save: bool = False) -> list:
+    "`cases` of issue 26's heavy shapes (a seeded stream of their own); returns the failures."
+    failures, rng = [], random.Random(seed)
+    for i in range(cases):
+        method, data = heavy_case(rng, big)
+        found = problems(call(server.channel, method, data, timeout=60))
+        if found:
+            failures.append((f'heavy{seed}_case{i}', method, found))
+            if save: save_case(f'found_heavy{seed}_case{i}', method, data)
+    return failures
+
+
 # ------------------------------------------------------------------------------------------------- the test
 
 @pytest.fixture(scope='module')
@@ -283,17 +444,59 @@ def test_seeded_fuzz(server):
     assert (reply.outputs[0].name, reply.raw_output_contents[0]) == ('Y', b'\x01\0\0\0\x02\0\0\0')
 
 
+@pytest.fixture(scope='module')
+def heavy_server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp('grpc_fuzz_heavy'), heavy=True)
+    yield s
+    s.stop()
+
+
+def unary(server, data: bytes, timeout: float = 20) -> pb.ModelInferResponse:
+    infer = server.channel.unary_unary('/inference.GRPCInferenceService/ModelInfer', request_serializer=lambda b: b,
+                                        response_deserializer=pb.ModelInferResponse.FromString)
+    return infer(data, timeout=timeout)
+
+
+def check_heavy(server, cases: int, seed: int, big: bool) -> float:
+    "Run the heavy cases: no failure, the server up; a new sequence on each sequence model and add_sub answer at once."
+    with LivePoller(server.grpc_port) as live: failures = run_heavy(server, cases, seed, big)
+    assert not failures, f'{len(failures)} heavy cases failed (seed {seed}), first: {failures[:5]}'
+    assert server.proc.poll() is None
+    for i, model in enumerate(SEQ_MODELS):       # cancelled streams left no STARTs holding the slots (idle is 0.2 s)
+        t0 = time.monotonic()
+        reply = unary(server, _seq_request(model, 'int64_param', 2**50 + seed * 10 + i).SerializeToString())
+        assert reply.outputs[0].name == 'SUM' and time.monotonic() - t0 < 1.0
+    assert struct.unpack('<4f', unary(server, _add_sub().SerializeToString()).raw_output_contents[0]) == (2, 4, 6, 8)
+    return live.worst
+
+
+def test_heavy_shapes(heavy_server):
+    "20 of issue 26's shapes, at most 50,000 BYTES elements (about a second)."
+    check_heavy(heavy_server, 20, 26, big=False)
+
+
+@pytest.mark.slow
+def test_heavy_shapes_big(heavy_server):
+    "150 of them, up to 1M BYTES elements: no failure, ServerLive always answered within a second, RSS not grown."
+    before = heavy_server.rss_mb()
+    worst = check_heavy(heavy_server, 150, 2651, big=True)
+    assert worst < 1.0, f'ServerLive took {worst * 1000:.0f} ms during the heavy cases'
+    assert heavy_server.rss_mb() - before < 300, f'RSS grew from {before:.0f} MB to {heavy_server.rss_mb():.0f} MB'
+
+
 if __name__ == '__main__':
     import argparse, tempfile
     a = argparse.ArgumentParser(description='A long gRPC fuzz run; failing cases are saved to tests/grpc_fuzz_corpus/.')
     a.add_argument('--cases', type=int, default=100_000)
     a.add_argument('--seed', type=int, default=int(time.time()))
+    a.add_argument('--heavy', type=int, default=0, help="then N of issue 26's heavy shapes, up to 1M BYTES elements")
     args = a.parse_args()
-    s = Server(Path(tempfile.mkdtemp()))
+    s = Server(Path(tempfile.mkdtemp()), heavy=args.heavy > 0)
     try:
         t0, rss0 = time.monotonic(), s.rss_mb()
         failures = run(s, args.cases, args.seed, save=True)
-        print(f'{args.cases} cases, seed {args.seed}: {len(failures)} failures, {time.monotonic() - t0:.0f} s, '
-              f'RSS {rss0:.0f} -> {s.rss_mb():.0f} MB')
+        with LivePoller(s.grpc_port) as live: failures += run_heavy(s, args.heavy, args.seed, big=True, save=True)
+        print(f'{args.cases} cases, {args.heavy} heavy, seed {args.seed}: {len(failures)} failures, {time.monotonic() - t0:.0f} s, '
+              f'RSS {rss0:.0f} -> {s.rss_mb():.0f} MB, slowest ServerLive during the heavy cases {live.worst * 1000:.0f} ms')
         for f in failures[:20]: print(f)
     finally: s.stop()

@@ -10,7 +10,7 @@ ready and a healthy model next to it answers.
 - row 7: `SystemExit` from model.py's import, `initialize` or `auto_complete_config` fails that load (over gRPC
   too); at startup with `--exit-on-error=false` the server comes up without it.
 - row 8: abandoned STARTs drain in about one idle period (the idle clock runs from arrival, as Triton's), and a
-  cancelled gRPC stream's queued sequence requests are dropped.
+  cancelled gRPC stream's (or unary call's) queued sequence requests are dropped.
 - row 9: a string correlation id longer than 128 bytes is refused as Triton refuses it (oracle: HTTP 501 and gRPC
   UNIMPLEMENTED, "string correlation ID cannot be longer than 128 characters"), also for a model without sequences.
 """
@@ -47,8 +47,9 @@ def mini(tmp_path_factory):
     seq_variant(root, 'seq_i64', 'TYPE_INT64')
     seq_variant(root, 'seq_idle', max_batch_size=1, idle_us=200_000)        # one slot, 0.2 s idle
     seq_variant(root, 'seq_slow_idle', max_batch_size=1, idle_us=2_000_000)  # one slot, 2 s idle
+    seq_variant(root, 'seq_cancel', max_batch_size=1, idle_us=2_000_000)     # the same, for the unary cancel alone
     s = MiniTriton(root, grpc=True, model_control_mode='explicit',
-                   load_models=['add_sub', 'seq_string', 'seq_state', 'seq_i32', 'seq_i64', 'seq_idle', 'seq_slow_idle'])
+                   load_models=['add_sub', 'seq_string', 'seq_state', 'seq_i32', 'seq_i64', 'seq_idle', 'seq_slow_idle', 'seq_cancel'])
     yield s
     s.stop()
 
@@ -258,6 +259,22 @@ def test_a_cancelled_stream_drops_its_queued_sequence_requests(mini):
     healthy(mini)
 
 
+def test_a_cancelled_unary_call_drops_its_queued_request(mini):
+    "One slot held by a START; a unary START past its 0.3 s deadline leaves the backlog (CANCELED), it is never run."
+    from tritonclient.utils import InferenceServerException
+    sched = mini.server.repository.get('seq_cancel').scheduler
+    client = grpc_client(mini)
+    canceled, runs = sched.stats.failures['CANCELED'], sched.stats.execution_count
+    client.infer('seq_cancel', [grpc_seq_input()], sequence_id=700, sequence_start=True)     # holds the one slot 2 s
+    with pytest.raises(InferenceServerException, match='Deadline Exceeded'):
+        client.infer('seq_cancel', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
+    deadline = time.monotonic() + 1
+    while sched.backlog and time.monotonic() < deadline: time.sleep(0.01)
+    assert len(sched.backlog) == 0 and sched.stats.failures['CANCELED'] == canceled + 1
+    assert sched.stats.execution_count == runs + 1      # only the START that had the slot ran
+    healthy(mini)
+
+
 # ------------------------------------------------------------------------------------------- row 9: long string ids
 
 @pytest.mark.parametrize('model', ['seq_string', 'add_sub'])
@@ -307,4 +324,32 @@ def test_ids_answer_as_triton(tmp_path):
                 except InferenceServerException as e: out.append((e.status(), e.message().split('\n')[0].replace('_0_0', '')))
             return out
         assert answers(ours) == answers(theirs)
+    finally: ours.stop(); theirs.stop()
+
+
+@pytest.mark.oracle
+def test_cancelled_unary_call_counts_as_triton(tmp_path):
+    """A unary START past its deadline behind a held slot: Triton 2.51 drops it unrun and counts it CANCELED; so do we.
+    (Its fail duration differs: Triton drops the request when the scheduler reaches it, here ~2 s, we at the cancel.)"""
+    import urllib.request
+    from triton_servers import RealTriton, start_together
+    from tritonclient.utils import InferenceServerException
+    root = tmp_path / 'models'
+    root.mkdir()
+    seq_variant(root, 'seq_slow_idle', max_batch_size=1, idle_us=2_000_000)
+    ours, theirs = start_together(lambda: MiniProcess(root), lambda: RealTriton(root))
+    try:
+        def counts(s):
+            c = grpc_client(s)
+            c.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=700, sequence_start=True)
+            with pytest.raises(InferenceServerException, match='Deadline Exceeded'):
+                c.infer('seq_slow_idle', [grpc_seq_input()], sequence_id=701, sequence_start=True, client_timeout=0.3)
+            time.sleep(3)                                # the held slot idles out: a request still queued would run now
+            text = urllib.request.urlopen(f'http://127.0.0.1:{s.metrics_port}/metrics', timeout=10).read().decode()
+            stats = c.get_inference_statistics('seq_slow_idle', as_json=True)['model_stats'][0]
+            return (sorted(l for l in text.splitlines() if 'seq_slow_idle' in l and l.startswith(('nv_inference_request_success', 'nv_inference_request_failure', 'nv_inference_exec_count'))),
+                    stats['inference_stats']['fail']['count'], stats['execution_count'])
+        mine, real = counts(ours), counts(theirs)
+        assert mine == real
+        assert 'nv_inference_request_failure{model="seq_slow_idle",reason="CANCELED",version="1"} 1' in real[0]
     finally: ours.stop(); theirs.stop()

@@ -457,6 +457,11 @@ def _submit_one(server:TritonServer, req:InferenceRequest) -> tuple:
 def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
+def _cancel_if_queued(m, req:InferenceRequest) -> bool:
+    "Drop `req` from `m`'s scheduler if it still waits there (answered CANCELLED, counted CANCELED); False if it runs or ran."
+    sched = getattr(m, 'scheduler', None)
+    return req is not None and sched is not None and hasattr(sched, 'cancel') and sched.cancel(req)
+
 # %% ../nbs/08a_grpc.ipynb #96f6895a
 @patch
 @rpc('inference')
@@ -467,7 +472,10 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context),
                                      self.server.shared_memory)
     m, fut = _submit_one(self.server, req)
-    resp = await fut
+    try: resp = await fut
+    except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
+        _cancel_if_queued(m, req)
+        raise
     if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
     self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
@@ -597,9 +605,7 @@ def _reply(self:StreamRequest, error:str|None, final:bool):
 @patch
 def cancel_queued(self:InferStream):
     "Drop the stream's requests still queued in a scheduler (those executing finish; their responses go nowhere)."
-    for call in list(self.calls):
-        sched = getattr(call.m, 'scheduler', None)
-        if call.req is not None and sched is not None and hasattr(sched, 'cancel'): sched.cancel(call.req)
+    for call in list(self.calls): _cancel_if_queued(call.m, call.req)
 
 # %% ../nbs/08a_grpc.ipynb #12f05048
 @patch

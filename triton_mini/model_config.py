@@ -613,6 +613,8 @@ def _dump_json(v) -> str:
 def _loads_json(s:str|bytes):
     try: return json.loads(s)
     except (ValueError, TypeError) as e: raise ConfigError(f'Unexpected token. {e}', stage='poll') from None
+    except RecursionError: pass          # nested thousands deep (a load request's config, issue 26): outside the except
+    raise ConfigError('Message too deep. Max recursion depth reached', stage='poll')
 
 # %% ../nbs/00a_model_config.ipynb #c9db1140
 def _json_name(name:str) -> str:
