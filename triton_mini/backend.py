@@ -80,6 +80,7 @@ class InstanceArgs:
     instance_name: str       # <instance group name>_<index>, e.g. add_sub_0_0
     kind: str = 'KIND_CPU'
     device_id: int = 0
+    runtime_file: Path | None = None   # a Python-based backend's model.py (run instead of the version's own file)
 
     @property
     def version_dir(self): return self.model_dir / str(self.model_version)

@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     for lvl in ('info', 'warning', 'error'): _bool(p, f'--log-{lvl}', True, f'log {lvl} messages')
     p.add_argument('--log-format', choices=('default', 'ISO8601'), default='default')
     p.add_argument('--log-file', default='', metavar='PATH')
-    for ignored in ('--backend-directory', '--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size',
+    p.add_argument('--backend-directory', default='', metavar='DIR',
+                   help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
+    for ignored in ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size',
                     '--cuda-memory-pool-byte-size', '--rate-limit', '--cache-config', '--trace-config', '--metrics-config', '--buffer-manager-thread-count'):
         p.add_argument(ignored, action='append', default=[], metavar='VALUE', help=argparse.SUPPRESS)
     _http_security_args(p)
@@ -306,7 +308,8 @@ def start_server(args) -> tuple:
     repos = args.model_repository or [str(example_repository())]
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
-                          server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode)
+                          server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode,
+                          backend_directory=args.backend_directory or None)
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))
     return server, failures
@@ -332,7 +335,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 1
-    ignored = [f for f in ('backend_directory', 'backend_config', 'rate_limit', 'trace_config', 'cache_config') if getattr(args, f)]
+    ignored = [f for f in ('backend_config', 'rate_limit', 'trace_config', 'cache_config') if getattr(args, f)]
     if ignored: log.warning(f"ignoring flags triton_mini does not implement: {', '.join('--' + f.replace('_', '-') for f in ignored)}")
     log.info(f'triton_mini {triton_mini.__version__} (Triton Inference Server, CPU-only, in Python)')
     server, failures = start_server(args)

@@ -114,6 +114,7 @@ def validate_ensemble_models(config:ModelConfig, lookup) -> None:
         for key, t in s.output_map.items():
             if key not in outs: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapped from non-existing output {key} in model {m.name}', 'INVALID_ARG')
             _agree(name, t, seen, outs[key].data_type, _full_dims(m, outs[key]), m.name)
+    _check_decoupled_branching(config, lookup)
 
 def _agree(ens_name, tensor, seen, dtype, dims, model):
     "Record what a model says about an ensemble tensor, or raise if it contradicts what was seen before."
@@ -123,6 +124,26 @@ def _agree(ens_name, tensor, seen, dtype, dims, model):
         raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent data type: {d0} is inferred from model {m0} while {dtype} is inferred from model {model}', 'INVALID_ARG')
     if not _dims_agree(s0, dims):
         raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent shape: {_fmt(s0)} is inferred from model {m0} while {_fmt(dims)} is inferred from model {model}', 'INVALID_ARG')
+
+# %% ../nbs/06_ensemble.ipynb #3e39f48d
+def _check_decoupled_branching(config:ModelConfig, lookup) -> None:
+    "Refuse a step, or the ensemble's outputs, fed by tensors that originate from different decoupled steps."
+    steps, name, g = config.ensemble_scheduling.step, config.name, ensemble_graph(config)
+    origin, pending = {t.name: None for t in config.input}, list(range(len(steps)))
+    def one_origin(tensors, model):
+        found = {origin.get(t) for t in tensors} - {None}
+        if len(found) > 1:
+            raise TritonError(f"in ensemble {name}, step of model '{model}' receives inputs originated from different decoupled models", 'INVALID_ARG')
+        return next(iter(found), None)
+    while pending:
+        ready = [i for i in pending if all(t in origin for t in g.reads[i])]
+        if not ready: return                      # unreachable steps: the graph checks report them
+        for i in ready:
+            pending.remove(i)
+            src = one_origin(g.reads[i], steps[i].model_name)
+            policy = lookup(steps[i].model_name, steps[i].model_version).model_transaction_policy
+            for t in g.writes[i]: origin[t] = i if policy is not None and policy.decoupled else src
+    one_origin([o.name for o in config.output], name)
 
 # %% ../nbs/06_ensemble.ipynb #22850cbe
 class _EnsembleRun:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_pb_utils.ipynb #887e9435
 from __future__ import annotations
-import asyncio, contextvars, json, logging, queue, threading, weakref
+import asyncio, contextvars, json, logging, operator, queue, threading, weakref
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -38,6 +38,42 @@ def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None
                      f'    1. {signatures}\n\nInvoked with: {got}')
 
 # %% ../nbs/04_pb_utils.ipynb #0dd2f867
+class _NoMatch(Exception):
+    "An argument one of pybind11's casters would not load (the call then raises `_incompatible`)."
+
+def _as_str(v) -> str:
+    "pybind11's `std::string`: a str, or bytes taken as UTF-8."
+    if isinstance(v, str): return str(v)
+    if isinstance(v, bytes): return v.decode('utf-8', 'surrogateescape')
+    raise _NoMatch
+
+_INT_RANGES = {'int64': (-2**63, 2**63 - 1), 'uint32': (0, 2**32 - 1), 'uint64': (0, 2**64 - 1)}
+
+def _as_int(v, ctype:str='int64') -> int:
+    "pybind11's integer caster (convert mode): `__index__`, else a number's `int()`; floats and out-of-range values refused."
+    if isinstance(v, float): raise _NoMatch
+    try: i = operator.index(v)
+    except TypeError:
+        if not (hasattr(type(v), '__int__') or hasattr(type(v), '__float__')): raise _NoMatch from None   # PyNumber_Check
+        try: i = int(v)
+        except Exception: raise _NoMatch from None
+    lo, hi = _INT_RANGES[ctype]
+    if not lo <= i <= hi: raise _NoMatch
+    return i
+
+def _as_list(v, item) -> list:
+    "pybind11's `std::vector`: any sequence but str/bytes (PySequence_Check), each item through `item`."
+    if isinstance(v, (str, bytes, dict)) or not hasattr(type(v), '__getitem__') or not hasattr(type(v), '__len__'): raise _NoMatch
+    return [item(x) for x in v]
+
+def _as_instance(cls):
+    "The caster of a bound class: an instance of it, as is."
+    def cast(v):
+        if not isinstance(v, cls): raise _NoMatch
+        return v
+    return cast
+
+# %% ../nbs/04_pb_utils.ipynb #eecd8a63
 class _ErrorCode(Enum):
     "Triton's error codes: `int(code)` works, but they are not ints (`json.dumps` refuses them, as in Triton)."
     UNKNOWN = 0; INTERNAL = 1; NOT_FOUND = 2; INVALID_ARG = 3
@@ -52,10 +88,12 @@ class TritonError:
     UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED = _ErrorCode.UNAVAILABLE, _ErrorCode.UNSUPPORTED, _ErrorCode.ALREADY_EXISTS, _ErrorCode.CANCELLED
 
     def __init__(self, message:str, code=_ErrorCode.INTERNAL):
-        if not isinstance(message, str) or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
+        try: text = _as_str(message)
+        except _NoMatch: text = None
+        if text is None or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
             raise _incompatible('__init__', 'c_python_backend_utils.TritonError(message: str, code: c_python_backend_utils.'
                                 'TritonError.__ErrorCode = <__ErrorCode.INTERNAL: 1>)', (message, code))
-        self._message, self._code = message, code
+        self._message, self._code = text, code
     def message(self) -> str: return self._message
     def code(self): return self._code
     def __repr__(self): return f'TritonError({self._message!r}, {self._code})'
@@ -77,10 +115,12 @@ class Tensor:
     __slots__ = ('_name', '_array')
 
     def __init__(self, name:str, array:np.ndarray):
-        if not isinstance(name, str) or not isinstance(array, np.ndarray):
+        try: text = _as_str(name)
+        except _NoMatch: text = None
+        if text is None or not isinstance(array, np.ndarray):
             raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
         if array.dtype.kind == 'U': raise TritonModelException('NumPy dtype is not supported.')
-        self._name, self._array = name, array
+        self._name, self._array = text, array
 
     def name(self) -> str: return self._name
     def as_numpy(self) -> np.ndarray: return self._array
@@ -187,18 +227,18 @@ _BLS_SIGNATURE = ("c_python_backend_utils.InferenceRequest(request_id: str = '',
                   "trace: c_python_backend_utils.InferenceTrace = <c_python_backend_utils.InferenceTrace object>, "
                   "parameters: object = None)")
 
-def _is_list_of(v, t) -> bool: return isinstance(v, (list, tuple)) and all(isinstance(x, t) for x in v)
-
 def _bls_arguments(args:tuple, kwargs:dict) -> dict:
     "Bind the BLS constructor's arguments as pybind11 does, or raise its TypeError."
     bad = _incompatible('__init__', _BLS_SIGNATURE, args, kwargs)
     given = dict(zip(_BLS_ORDER, args))
     if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad
     a = {**_BLS_DEFAULTS, **given, **kwargs}
-    checks = [('request_id', str), ('model_name', str), ('model_version', int), ('flags', int), ('timeout', int)]
     if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad
-    if any(not isinstance(a[k], t) or isinstance(a[k], bool) and t is int for k, t in checks): raise bad
-    if not _is_list_of(a['inputs'], Tensor) or not _is_list_of(a['requested_output_names'], str): raise bad
+    try:
+        a['request_id'], a['model_name'] = _as_str(a['request_id']), _as_str(a['model_name'])
+        a['model_version'], a['flags'], a['timeout'] = _as_int(a['model_version']), _as_int(a['flags'], 'uint32'), _as_int(a['timeout'], 'uint64')
+        a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor)), _as_list(a['requested_output_names'], _as_str)
+    except _NoMatch: raise bad from None
     return a
 
 def _check_parameters(p) -> dict:
@@ -275,10 +315,12 @@ def using_decoupled_model_transaction_policy(model_config:dict) -> bool:
 class InferenceResponse:
     "A model's answer to one request: `InferenceResponse(output_tensors=[...], error=None)`."
     def __init__(self, output_tensors:list=(), error:TritonError|None=None, **kwargs):
-        if kwargs or not _is_list_of(output_tensors, Tensor) or not (error is None or isinstance(error, TritonError)):
+        try: outputs = _as_list(output_tensors, _as_instance(Tensor))
+        except _NoMatch: outputs = None
+        if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
             raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
                                 ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
-        self._outputs, self._error, self._parameters = list(output_tensors), error, {}
+        self._outputs, self._error, self._parameters = outputs, error, {}
     def output_tensors(self) -> list: return self._outputs
     def has_error(self) -> bool: return self._error is not None
     def error(self) -> TritonError | None: return self._error
@@ -308,9 +350,12 @@ class InferenceResponseSender:
         self._core, self._keep, self._decoupled, self._closed, self._pending = core, keep, decoupled, False, None
 
     def send(self, response:InferenceResponse|None=None, flags:int=0):
-        if not (response is None or isinstance(response, InferenceResponse)) or not isinstance(flags, int):
+        given = flags
+        try: flags = _as_int(flags, 'uint32')
+        except _NoMatch: flags = None
+        if not (response is None or isinstance(response, InferenceResponse)) or flags is None:
             raise _incompatible('send', '(self: c_python_backend_utils.InferenceResponseSender, response: c_python_backend_utils.'
-                                'InferenceResponse = None, flags: int = 0) -> None', (self, response) + ((flags,) if flags else ()))
+                                'InferenceResponse = None, flags: int = 0) -> None', (self, response) + ((given,) if given else ()))
         if self._closed: raise TritonModelException('Unable to send response. Response sender has been closed.')
         final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         if response is None and not final:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_python_backend.ipynb #4a1ae6b5
 from __future__ import annotations
-import asyncio, collections, importlib.util, inspect, itertools, sys, threading, time, traceback
+import asyncio, collections, dataclasses, importlib.util, inspect, itertools, logging, sys, threading, time, traceback
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -14,9 +14,11 @@ from .backend import Backend, ModelInstance, InstanceArgs, InferenceResponse
 from .model_repository import model_path
 from . import pb_utils
 
+log = logging.getLogger(__name__)
+
 # %% auto #0
-__all__ = ['PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance',
-           'PythonBackend']
+__all__ = ['log', 'PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance',
+           'PythonBackend', 'PythonBasedBackend', 'find_python_based_backend']
 
 # %% ../nbs/04a_python_backend.ipynb #8be74280
 _module_ids = itertools.count()
@@ -35,7 +37,8 @@ def import_model_file(model_file:Path, version:int|str):
     label = f'{version}.{model_file.stem}'
     if not model_file.exists():
         raise TritonError(f"Failed to preinitialize Python stub: Python model file not found in '{model_file}'", 'INTERNAL')
-    name = f'triton_mini_models.m{next(_module_ids)}_{model_file.parent.parent.name}_{version}'
+    package = _model_package(model_file.parent, f'm{next(_module_ids)}_{model_file.parent.parent.name}_{version}')
+    name = f'{package}.{model_file.stem}'
     spec = importlib.util.spec_from_file_location(name, model_file)
     module = importlib.util.module_from_spec(spec)
     module.__triton_mini_paths__ = _use_paths(str(model_file.parent.parent), str(model_file.parent))
@@ -61,14 +64,31 @@ def _use_paths(*paths) -> tuple:
     return paths
 
 def release_model_module(module):
-    "Forget an imported model file: its `sys.modules` entry, and the `sys.path` entries it alone needed."
-    sys.modules.pop(module.__name__, None)
+    "Forget an imported model file: its package and the modules imported from it, and the `sys.path` entries it alone needed."
+    package = module.__name__.rpartition('.')[0]
+    for name in [n for n in sys.modules if n == package or n.startswith(package + '.')]: del sys.modules[name]
     with _paths_lock:
         for p in getattr(module, '__triton_mini_paths__', ()):
             _path_users[p] -= 1
             if _path_users[p] <= 0:
                 del _path_users[p]
                 if p in _paths_added and p in sys.path: sys.path.remove(p); _paths_added.discard(p)
+
+# %% ../nbs/04a_python_backend.ipynb #8abd07d3
+def _model_package(folder:Path, key:str) -> str:
+    "Register `triton_mini_models.<key>`, a package whose modules are the files in `folder`; returns its name."
+    import importlib.machinery, types
+    if 'triton_mini_models' not in sys.modules:
+        root = types.ModuleType('triton_mini_models'); root.__path__ = []
+        root.__spec__ = importlib.machinery.ModuleSpec('triton_mini_models', None, is_package=True)
+        sys.modules['triton_mini_models'] = root
+    name = f'triton_mini_models.{key}'
+    package = types.ModuleType(name)
+    package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    package.__path__ = package.__spec__.submodule_search_locations = [str(folder)]
+    package.__package__ = name
+    sys.modules[name] = package
+    return name
 
 # %% ../nbs/04a_python_backend.ipynb #116a58db
 def initialize_args(args:InstanceArgs) -> dict:
@@ -89,7 +109,7 @@ class PythonModelInstance(ModelInstance):
         cfg = args.config
         fname = cfg.default_model_filename or 'model.py'
         # the file imported is the one checked: joined under the version folder as Triton does ('/x.py' is '<version>/x.py')
-        self.model_file = model_path(args.model_dir, str(args.model_version), fname, what=f"default_model_filename '{fname}'")
+        self.model_file = args.runtime_file or model_path(args.model_dir, str(args.model_version), fname, what=f"default_model_filename '{fname}'")
         self._module = None
         self.decoupled = bool(cfg.model_transaction_policy and cfg.model_transaction_policy.decoupled)
         self.declared = [o.name for o in cfg.output]
@@ -131,6 +151,7 @@ def _run_execute(self:PythonModelInstance, pb_requests:list):
     try:
         result = self.model.execute(pb_requests)
         if inspect.isawaitable(result):
+            if self.decoupled: return self._in_background(result)   # None: the responses go through the senders
             result = asyncio.run_coroutine_threadsafe(self._in_context(result), self._async_loop()).result()
         return result
     except Exception as e: raise self._failure(_format_exception(e, self.model_file)) from None
@@ -149,6 +170,21 @@ async def _in_context(self:PythonModelInstance, coro):
     token = pb_utils.set_context(self.context)
     try: return await coro
     finally: pb_utils.reset_context(token)
+
+# %% ../nbs/04a_python_backend.ipynb #9f113e47
+@patch
+def _in_background(self:PythonModelInstance, coro):
+    "Start a decoupled model's coroutine on the instance's loop and return without waiting for it."
+    future = asyncio.run_coroutine_threadsafe(self._in_context(coro), self._async_loop())
+    future.add_done_callback(self._background_done)
+
+@patch
+def _background_done(self:PythonModelInstance, future):
+    "Log the traceback of a background execute that raised, as Triton's stub does (from the model's first frame)."
+    if future.cancelled() or (e := future.exception()) is None: return
+    tb = e.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).parent != self.model_file.parent: tb = tb.tb_next
+    log.error(''.join(traceback.format_exception(type(e), e, tb)))
 
 # %% ../nbs/04a_python_backend.ipynb #5a665474
 @patch
@@ -243,28 +279,32 @@ class PythonBackend(Backend):
         "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
         if self.mode_for(config) == 'process':   # in a short-lived stub, as Triton does (04c_stub_process)
             from triton_mini.stub_process import auto_complete_in_stub
-            return auto_complete_in_stub(config, model_dir)
+            return auto_complete_in_stub(config, model_dir, self._auto_complete_file(config, model_dir))
         return self.auto_complete_here(config, model_dir)
 
-    def auto_complete_here(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
-        "`auto_complete_config` in this process: import model.py, call the static method, check what it returns."
-        versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
-        fname = config.default_model_filename or self.default_model_filename
-        files = [f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()]   # as checked
-        if not files: return config         # a file outside the model folder is never imported: the load says why
-        try: module = import_model_file(files[0], files[0].parent.name)
+    def auto_complete_here(self, config:ModelConfig, model_dir:Path, file:Path|None=None) -> ModelConfig:
+        "`auto_complete_config` in this process: import model.py (or `file`), call the static method, check what it returns."
+        file = file or self._auto_complete_file(config, model_dir)
+        if file is None: return config      # a file outside the model folder is never imported: the load says why
+        try: module = import_model_file(file, file.parent.name)
         except TritonError: return config   # a broken model.py: loading the version will fail with the reason
         try:
             cls = module.TritonPythonModel
             if not hasattr(cls, 'auto_complete_config'): return config
             try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
             except KeyboardInterrupt: raise
-            except BaseException as e: raise ConfigError(_format_exception(e, files[0]), stage='load', code='Internal') from None
+            except BaseException as e: raise ConfigError(_format_exception(e, file), stage='load', code='Internal') from None
             if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
                 raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
                                   "return a valid pb.ModelConfig object.", stage='load', code='Internal')
             return ModelConfig.from_dict(done.as_dict())
         finally: release_model_module(module)
+
+    def _auto_complete_file(self, config:ModelConfig, model_dir:Path) -> Path | None:
+        "The file whose `auto_complete_config` runs: the one in the highest-numbered version folder that has it."
+        versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
+        fname = config.default_model_filename or self.default_model_filename
+        return next((f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()), None)   # as checked
 
 def _inside(model_dir, version, fname) -> Path | None:
     "The checked path of `fname` in `version`, None when it leaves the model folder."
@@ -283,3 +323,23 @@ def mode_for(self:PythonBackend, cfg:ModelConfig) -> str:
     if mode not in PYTHON_BACKEND_MODES:
         raise TritonError(f"parameter 'python_backend_mode' of model '{cfg.name}' must be 'thread' or 'process', got '{mode}'", 'INVALID_ARG')
     return mode
+
+# %% ../nbs/04a_python_backend.ipynb #a214ef94
+class PythonBasedBackend(PythonBackend):
+    "A backend written in Python: every model that names it runs `<backend directory>/<name>/model.py`."
+    default_model_filename, runtime = '', 'model.py'
+
+    def __init__(self, name:str, model_file:Path, server=None, metric_families=None, mode:str='thread'):
+        super().__init__(server, metric_families, mode)
+        self.name, self.model_file = name, Path(model_file)
+
+    def create_instance(self, args:InstanceArgs) -> ModelInstance:
+        return super().create_instance(dataclasses.replace(args, runtime_file=self.model_file))
+
+    def _auto_complete_file(self, config:ModelConfig, model_dir:Path) -> Path | None: return self.model_file
+
+def find_python_based_backend(backend_directory, name:str) -> Path | None:
+    "`<backend_directory>/<name>/model.py` when it exists (Triton looks for the backend's library first: ours are built in)."
+    if not backend_directory or not name or name in ('.', '..') or '/' in name: return None
+    f = Path(backend_directory) / name / 'model.py'
+    return f if f.is_file() else None

@@ -18,7 +18,7 @@ from .model_config_utils import autofill_config, validate_config
 from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE, check_config_paths, model_path
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
-from .python_backend import PythonBackend
+from .python_backend import PythonBackend, PythonBasedBackend, find_python_based_backend
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
 from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
@@ -148,11 +148,13 @@ class TritonServer:
     "Triton's core, in process: models, request routing, metadata and statistics."
     def __init__(self, model_repository, *, model_control_mode:str='none', load_models=(), strict_model_config:bool=False,
                  server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
-                 python_backend_mode:str|None=None):   # 'process': each Python model instance in a stub process (04c)
+                 python_backend_mode:str|None=None,    # 'process': each Python model instance in a stub process (04c)
+                 backend_directory:str|Path|None=None): # tritonserver's --backend-directory: where Python-based backends live
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread' (the variable runs a whole test suite in either mode)
         self.python_backend_mode = python_backend_mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
+        self.backend_directory = backend_directory
         self.backends = backends or self.default_backends()
         if isinstance(model_repository, ModelRepository): self.repository = model_repository
         else: self.repository = ModelRepository(model_repository, control_mode=model_control_mode,
@@ -180,13 +182,22 @@ def complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:b
         try: validate_ensemble_graph(cfg)
         except TritonError as e: raise ConfigError(e.message, stage='poll') from None
         return cfg
-    backend_name = self.backends.backend_name_for(cfg, model_dir)
-    backend = self.backends._backends.get(backend_name)
+    backend_name, backend = self._backend_for(cfg, model_dir)
     fname = (backend.default_model_filename if backend else '') or ''
     cfg = autofill_config(cfg, name, backend=backend_name, default_model_filename=fname or None)
+    if getattr(backend, 'runtime', '') and not cfg.runtime: cfg.runtime = backend.runtime   # a Python-based backend: model.py
     if auto_complete and backend is not None:
         cfg = autofill_config(backend.auto_complete_config(cfg, model_dir), name, backend=backend_name, default_model_filename=fname or None)
     return cfg
+
+# %% ../nbs/07_server.ipynb #76d1a1e2
+@patch
+def _backend_for(self:TritonServer, cfg:ModelConfig, model_dir:Path) -> tuple:
+    "The name of the model's backend and the backend (None when there is none by that name)."
+    name = self.backends.backend_name_for(cfg, model_dir)
+    if name not in self.backends and (f := find_python_based_backend(self.backend_directory, name)) is not None:
+        self.backends.register(PythonBasedBackend(name, f, self, self.metric_families, self.python_backend_mode))
+    return name, self.backends._backends.get(name)
 
 # %% ../nbs/07_server.ipynb #50fc63c6
 @patch
@@ -199,7 +210,7 @@ def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Loa
         try: sched = EnsembleScheduler(cfg, self.submit, self._lookup_config, stats)
         except TritonError as e: raise ModelLoadError(e.message, e.code) from None
         return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
-    backend_name = self.backends.backend_name_for(cfg, model_dir)
+    backend_name, _ = self._backend_for(cfg, model_dir)
     backend = self.backends.get(backend_name)
     check_runtime(cfg, backend_name)
     instances = create_instances(backend, cfg, Path(model_dir), version)

@@ -517,18 +517,18 @@ def _kill(self:StubModelInstance):
 
 # %% ../nbs/04c_stub_process.ipynb #1318a890
 @patch
-def _auto_complete(self:Stub, config, model_dir):
+def _auto_complete(self:Stub, config, model_dir, file=None):
     from triton_mini.python_backend import PythonBackend
-    try: self.send(('completed', PythonBackend().auto_complete_here(config, model_dir)))
+    try: self.send(('completed', PythonBackend().auto_complete_here(config, model_dir, file)))
     except Exception as e: self.send(('error', e))
 
-def auto_complete_in_stub(config, model_dir:Path, timeout:float=60.0):
+def auto_complete_in_stub(config, model_dir:Path, file:Path|None=None, timeout:float=60.0):
     "The model's `auto_complete_config`, run in a short-lived stub: the completed config, or its error raised here."
     from triton_mini.model_config import ConfigError
     try: proc, conn = spawn_stub(*execution_env(config, model_dir))
     except TritonError: return config   # no environment to run it in: the version's load fails and says why (as Triton)
     try:
-        send_message(conn, ('auto_complete', config, Path(model_dir)))
+        send_message(conn, ('auto_complete', config, Path(model_dir), file))
         deadline = time.monotonic() + timeout
         while conn.poll(max(deadline - time.monotonic(), 0)):
             kind, *value = recv_message(conn)
