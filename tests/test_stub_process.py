@@ -222,3 +222,28 @@ def test_a_packed_environment_runs_the_stub(mini_process, tmp_path):
     assert index['missing'].get('state') == 'UNAVAILABLE', (index, s.log())
     assert index['missing'].get('reason') == f"Internal: Failed to get the canonical path for {repo / 'missing' / 'nope.tar.gz'}."
     assert f"Using Python execution env {repo / 'packed' / 'my_env.tar.gz'}" in s.log()
+
+
+ARGV_MODEL = '''
+import sys
+import numpy as np
+import triton_python_backend_utils as pb_utils
+AT_IMPORT = list(sys.argv)
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.seen = AT_IMPORT + list(sys.argv)
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("WHERE", np.array([repr(self.seen).encode(), b""], dtype=object))])
+                for _ in requests]
+'''
+
+
+@pytest.mark.parametrize('mode', ['thread', 'process'])
+def test_a_model_sees_tritons_argv(mini, tmp_path, mode):
+    "Triton 2.51's stub has sys.argv == [''] (observed) at import and in initialize: never the server's command line."
+    repo = tmp_path / 'models'
+    write(repo, 'argv', ARGV_MODEL, 'backend: "python"\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+                                     'output [{ name: "WHERE" data_type: TYPE_STRING dims: [2] }]\n')
+    m = mini(repo, metrics=False, python_backend_mode=mode)
+    assert infer(m.http_port, 'argv', 1)[1]['outputs'][0]['data'][0] == "['', '']"

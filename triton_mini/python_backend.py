@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_python_backend.ipynb #4a1ae6b5
 from __future__ import annotations
-import asyncio, collections, dataclasses, importlib.util, inspect, itertools, logging, sys, threading, time, traceback
+import asyncio, collections, contextlib, dataclasses, importlib.util, inspect, itertools, logging, sys, threading, time, traceback
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -17,8 +17,8 @@ from . import pb_utils
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_module', 'initialize_args', 'PythonModelInstance',
-           'PythonBackend', 'PythonBasedBackend', 'find_python_based_backend']
+__all__ = ['log', 'PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_module', 'model_argv', 'initialize_args',
+           'PythonModelInstance', 'PythonBackend', 'PythonBasedBackend', 'find_python_based_backend']
 
 # %% ../nbs/04a_python_backend.ipynb #8be74280
 _module_ids = itertools.count()
@@ -74,6 +74,16 @@ def release_model_module(module):
                 del _path_users[p]
                 if p in _paths_added and p in sys.path: sys.path.remove(p); _paths_added.discard(p)
 
+
+
+@contextlib.contextmanager
+def model_argv():
+    """`sys.argv` as Triton's stub has it, `['']`, while model code is imported and initialized: a model.py that parses
+    arguments (or calls `unittest.main()`) must not see the server's command line. (A stub process has it for good.)"""
+    saved, sys.argv = sys.argv, ['']
+    try: yield
+    finally: sys.argv = saved
+
 # %% ../nbs/04a_python_backend.ipynb #8abd07d3
 def _model_package(folder:Path, key:str) -> str:
     "Register `triton_mini_models.<key>`, a package whose modules are the files in `folder`; returns its name."
@@ -124,11 +134,12 @@ class PythonModelInstance(ModelInstance):
         return self._run_batch(requests)
 
     def _create(self):
-        self._module = import_model_file(self.model_file, self.args.model_version)
+        with model_argv(): self._module = import_model_file(self.model_file, self.args.model_version)
         try:
             model = self._module.TritonPythonModel()
             if hasattr(model, 'initialize'):
-                try: model.initialize(initialize_args(self.args))
+                try:
+                    with model_argv(): model.initialize(initialize_args(self.args))
                 except KeyboardInterrupt: raise
                 except BaseException as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
         except BaseException: release_model_module(self._module); raise
@@ -286,7 +297,8 @@ class PythonBackend(Backend):
         "`auto_complete_config` in this process: import model.py (or `file`), call the static method, check what it returns."
         file = file or self._auto_complete_file(config, model_dir)
         if file is None: return config      # a file outside the model folder is never imported: the load says why
-        try: module = import_model_file(file, file.parent.name)
+        try:
+            with model_argv(): module = import_model_file(file, file.parent.name)
         except TritonError: return config   # a broken model.py: loading the version will fail with the reason
         try:
             cls = module.TritonPythonModel

@@ -142,6 +142,7 @@ def _finalize(self:Stub):
 # %% ../nbs/04c_stub_process.ipynb #d36c0379
 def stub_main(fd:int):
     "The stub's entry point: serve the server at the other end of the socket `fd`."
+    sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
     Stub(Connection(fd)).serve()
