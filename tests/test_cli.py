@@ -160,3 +160,24 @@ def test_metrics_port_and_flags(tmp_path):
         assert wait_for_http(s.url + '/v2/health/ready', 60)
         with pytest.raises(OSError): urllib.request.urlopen(f'http://127.0.0.1:{s.metrics_port}/metrics', timeout=2)
     finally: assert s.stop() == 0
+
+
+# tritonserver 2.51's options, from its --help (tools/real_triton.py --help); test_every_flag_matches_live_help re-reads them
+TRITONSERVER_FLAGS = '''	--allow-metrics 	--grpc-use-ssl 	--host-policy 	--load-model 	--model-config-name 	--rate-limit-resource 	--trace-log-frequency --allow-cpu-metrics --allow-gpu-metrics --allow-grpc --allow-http --allow-metrics --allow-sagemaker --allow-vertex-ai --backend-config --backend-directory --buffer-manager-thread-count --cache-config --cache-directory --cuda-memory-pool-byte-size --cuda-virtual-address-size --disable-auto-complete-config --enable-peer-access --exit-on-error --exit-timeout-secs --grpc-address --grpc-header-forward-pattern --grpc-http2-max-ping-strikes --grpc-http2-max-pings-without-data --grpc-http2-min-recv-ping-interval-without-data --grpc-infer-allocation-pool-size --grpc-infer-response-compression-level --grpc-keepalive-permit-without-calls --grpc-keepalive-time --grpc-keepalive-timeout --grpc-max-connection-age --grpc-max-connection-age-grace --grpc-port --grpc-restricted-protocol --grpc-root-cert --grpc-server-cert --grpc-server-key --grpc-use-ssl --grpc-use-ssl-mutual --help --host-policy --http-address --http-header-forward-pattern --http-port --http-restricted-api --http-thread-count --id --load-model --log-error --log-file --log-format --log-info --log-verbose --log-warning --metrics-address --metrics-config --metrics-interval-ms --metrics-port --min-supported-compute-capability --model-config-name --model-control-mode --model-load-gpu-limit --model-load-retry-count --model-load-thread-count --model-namespacing --model-repository --model-store --pinned-memory-pool-byte-size --rate-limit --rate-limit-resource --repoagent-directory --repository-poll-secs --response-cache-byte-size --reuse-grpc-port --reuse-http-port --sagemaker-port --sagemaker-safe-port-range --sagemaker-thread-count --strict-model-config --strict-readiness --trace-config --trace-count --trace-file --trace-level --trace-log-frequency --trace-rate --vertex-ai-default-model --vertex-ai-port --vertex-ai-thread-count '''.split()
+
+
+def test_every_tritonserver_flag_is_accepted():
+    "A launch script written for tritonserver 2.51 parses: every option is implemented or accepted and named as ignored."
+    from triton_mini.cli import build_parser, ignored_flags
+    ours = {o for a in build_parser()._actions for o in a.option_strings}
+    assert [f for f in TRITONSERVER_FLAGS if f not in ours] == []
+    args = build_parser().parse_args(['--trace-level=TIMESTAMPS', '--allow-sagemaker=false', '--model-namespacing', '--cache-config', 'local,size=1'])
+    assert ignored_flags(args) == ['--cache-config', '--trace-level', '--allow-sagemaker', '--model-namespacing']
+
+
+@pytest.mark.oracle
+def test_every_flag_matches_live_help(oracle):
+    import re, subprocess
+    r = subprocess.run([oracle, '--help'], capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert sorted(set(re.findall(r'^\s+(--[a-z0-9-]+)', out, re.M))) == sorted(set(TRITONSERVER_FLAGS))

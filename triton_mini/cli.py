@@ -19,10 +19,10 @@ from .metrics import MetricsCollector
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits', 'build_parser',
-           'grpc_options', 'check_args', 'deprecation_warnings', 'parse_args', 'TritonLogFormatter', 'setup_logging',
-           'model_table', 'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve',
-           'free_port', 'wait_for_http']
+__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits',
+           'ignored_flags', 'build_parser', 'grpc_options', 'check_args', 'deprecation_warnings', 'parse_args',
+           'TritonLogFormatter', 'setup_logging', 'model_table', 'example_repository', 'bundled_run', 'serve_apps',
+           'start_server', 'main', 'serve', 'free_port', 'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -87,6 +87,22 @@ def http_limits(args) -> tuple:
     return limits, dataclasses.replace(limits, max_connections=min(limits.max_connections, 256))
 
 # %% ../nbs/10_cli.ipynb #b084fb75
+# tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends, tracing,
+# the response cache, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
+IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
+                 '--rate-limit', '--rate-limit-resource', '--cache-config', '--cache-directory', '--response-cache-byte-size',
+                 '--trace-config', '--trace-file', '--trace-level', '--trace-rate', '--trace-count', '--trace-log-frequency',
+                 '--metrics-config', '--buffer-manager-thread-count', '--host-policy', '--model-config-name',
+                 '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
+                 '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
+                 '--cuda-virtual-address-size', '--enable-peer-access', '--min-supported-compute-capability',
+                 '--model-load-gpu-limit', '--model-load-retry-count', '--model-namespacing', '--repoagent-directory',
+                 '--reuse-http-port')
+
+def ignored_flags(args) -> list:
+    "The ignored flags this command line used."
+    return [f for f in IGNORED_FLAGS if getattr(args, f[2:].replace('-', '_'))]
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser('triton-mini', description='Triton Inference Server, CPU-only, in Python: serves a Triton model repository.',
                                 allow_abbrev=False)
@@ -119,9 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--log-file', default='', metavar='PATH')
     p.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
-    for ignored in ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size',
-                    '--cuda-memory-pool-byte-size', '--rate-limit', '--cache-config', '--trace-config', '--metrics-config', '--buffer-manager-thread-count'):
-        p.add_argument(ignored, action='append', default=[], metavar='VALUE', help=argparse.SUPPRESS)
+    for ignored in IGNORED_FLAGS:   # a launch script written for tritonserver starts: these are named in one warning line
+        p.add_argument(ignored, action='append', nargs='?', const='true', default=[], metavar='VALUE', help=argparse.SUPPRESS)
     _http_security_args(p)
     _grpc_security_args(p)
     return p
@@ -335,8 +350,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 1
-    ignored = [f for f in ('backend_config', 'rate_limit', 'trace_config', 'cache_config') if getattr(args, f)]
-    if ignored: log.warning(f"ignoring flags triton_mini does not implement: {', '.join('--' + f.replace('_', '-') for f in ignored)}")
+    if ignored := ignored_flags(args): log.warning(f"ignoring flags triton_mini does not implement: {', '.join(ignored)}")
     log.info(f'triton_mini {triton_mini.__version__} (Triton Inference Server, CPU-only, in Python)')
     server, failures = start_server(args)
     if failures and args.exit_on_error:
