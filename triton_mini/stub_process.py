@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import itertools, json, logging, os, pickle, queue, signal, socket, struct, subprocess, sys, threading, time
+import itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -77,7 +77,7 @@ class Stub:
     "The stub's side: one model instance, driven by the messages of its server."
     def __init__(self, conn:Connection):
         self.conn, self.lock, self.instance = conn, threading.Lock(), None
-        self.work = queue.SimpleQueue()     # initialize, execute, finalize: run one at a time by the main thread
+        self.read_lock = threading.Lock()   # one reader at a time (see _serve_loop)
         self.calls, self.bls, self._ids = {}, {}, itertools.count()   # what the model asked of the server, by id
 
     def send(self, msg): send_message(self.conn, msg, self.lock)
@@ -87,21 +87,27 @@ class Stub:
         logging.getLogger('triton_mini').handlers[:] = [_ForwardLogs(self.send)]
         logging.getLogger('triton_mini').setLevel(1)
         logging.getLogger('triton_mini').propagate = False
-        threading.Thread(target=self._read, name='triton_mini:stub:reader', daemon=True).start()
-        while (msg := self.work.get()) is not None:
-            if msg[0] == 'finalize': return self._finalize()
-            getattr(self, '_' + msg[0])(*msg[1:])
+        threading.Thread(target=self._serve_loop, name='triton_mini:stub:second', daemon=True).start()
+        self._serve_loop()
 
 # %% ../nbs/04c_stub_process.ipynb #cb6e6833
 @patch
-def _read(self:Stub):
+def _serve_loop(self:Stub):
     while True:
-        try: msg = recv_message(self.conn)
-        except (EOFError, OSError): break
-        if msg[0] == 'reply': self._reply(*msg[1:])
-        elif msg[0] == 'bls': self._bls_response(*msg[1:])
-        else: self.work.put(msg)
-    os._exit(0)   # the server closed the socket (it stopped, or died): nobody is left to answer, not even a hung execute
+        with self.read_lock:
+            try: msg = recv_message(self.conn)
+            except (EOFError, OSError): _exit()   # the server stopped or died: nobody is left to answer
+        kind = msg[0]
+        if kind == 'reply': self._reply(*msg[1:])
+        elif kind == 'bls': self._bls_response(*msg[1:])
+        elif kind == 'finalize': self._finalize(); _exit()
+        else: getattr(self, '_' + kind)(*msg[1:])
+
+def _exit():
+    for f in (sys.stdout, sys.stderr):
+        try: f.flush()
+        except Exception: pass
+    os._exit(0)
 
 # %% ../nbs/04c_stub_process.ipynb #43f40aca
 @patch
@@ -348,7 +354,7 @@ class StubModelInstance(ModelInstance):
 def _start(self:StubModelInstance):
     "Start the stub, hand it the instance's arguments, wait for `ready` (or the error of `initialize`)."
     self.proc, self.conn = spawn_stub(*execution_env(self.args.config, self.args.model_dir))
-    self._send_lock = threading.Lock()
+    self._send_lock, self._read_lock, self._gone = threading.Lock(), threading.Lock(), False
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
     self._send(('initialize', self.args))
@@ -364,21 +370,34 @@ def _send(self:StubModelInstance, msg): send_message(self.conn, msg, self._send_
 # %% ../nbs/04c_stub_process.ipynb #f81f3a9e
 @patch
 def _read(self:StubModelInstance):
+    "The background reader: whatever arrives while no `execute` is waiting to read it (see `_wait` below)."
     while True:
-        try: msg = recv_message(self.conn)
+        try: self.conn.poll(None)
         except (EOFError, OSError): break
-        kind = msg[0]
-        if kind == 'send': self._deliver(*msg[1:])
-        elif kind == 'done': self._finish(*msg[1:])
-        elif kind == 'log': _log_from_stub(msg[1])
-        elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
-        elif kind == 'metric_op': self._metric_op(*msg[1:])
-        elif kind == 'metric_family': self._mirror_family(*msg[1:])
-        elif kind == 'metric_family_gone': self._forget_family(msg[1])
-        elif kind == 'ready': self._ready.set_result(msg[1])
-        elif kind == 'error': self._ready.set_exception(msg[1])
-        elif kind == 'finalized': break
+        with self._read_lock:
+            if self._gone: break
+            try: ready = self.conn.poll(0)
+            except (EOFError, OSError): break
+            if ready and not self._read_one(): break
     self._died()
+
+@patch
+def _read_one(self:StubModelInstance) -> bool:
+    "Receive one message and act on it; False when the stub is gone (or finalized)."
+    try: msg = recv_message(self.conn)
+    except (EOFError, OSError): self._gone = True; return False
+    kind = msg[0]
+    if kind == 'send': self._deliver(*msg[1:])
+    elif kind == 'done': self._finish(*msg[1:])
+    elif kind == 'log': _log_from_stub(msg[1])
+    elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
+    elif kind == 'metric_op': self._metric_op(*msg[1:])
+    elif kind == 'metric_family': self._mirror_family(*msg[1:])
+    elif kind == 'metric_family_gone': self._forget_family(msg[1])
+    elif kind == 'ready': self._ready.set_result(msg[1])
+    elif kind == 'error': self._ready.set_exception(msg[1])
+    elif kind == 'finalized': self._gone = True; return False
+    return True
 
 @patch
 def _finish(self:StubModelInstance, batch_id, out, timing, failed):
@@ -495,8 +514,20 @@ def _run_batch(self:StubModelInstance, requests:list):
     with self._lock: self._batches[batch_id] = (requests, fut)
     try: self._send(('execute', batch_id, [request_to_wire(r) for r in requests]))
     except OSError: pass   # the stub is gone; the reader fails the batch
-    out, self.timing, self.failed = fut.result()
+    out, self.timing, self.failed = self._wait(fut)
     return out
+
+@patch
+def _wait(self:StubModelInstance, fut:Future):
+    """Wait for a batch's `done`, reading the socket ourselves whenever nobody else is: the answer then reaches this
+    thread without a hand-over from the reader thread (one thread wake-up less per batch, tens of µs)."""
+    while not fut.done():
+        if not self._read_lock.acquire(timeout=0.05): continue
+        try:
+            if not fut.done() and not self._gone and not self._read_one(): break
+        finally: self._read_lock.release()
+    if not fut.done(): self._died()
+    return fut.result()
 
 # %% ../nbs/04c_stub_process.ipynb #02fcf2be
 @patch
