@@ -11,7 +11,7 @@ def test_demo_output():
     out = r.stdout
     assert re.search(r'^Built temporary model repository at: .*triton_mini_repo_', out, re.M)
     assert "Loaded models: ['classify', 'generate', 'pipeline', 'postprocess', 'tokenize']" in out
-    for title in ('=== Demo 1: Dynamic Batching on classify ===', '=== Demo 2: Dynamic Batching on generate (vLLM backend) ===',
+    for title in ('=== Demo 1: Dynamic Batching on classify ===', '=== Demo 2: Dynamic Batching on generate (mini_llm, a mock LLM backend) ===',
                   '=== Demo 3: Ensemble pipeline (tokenize -> generate -> postprocess) ===', '=== Metrics ==='):
         assert title in out
     assert 'Sent 5 individual requests' in out and f'Sent {len(PROMPTS)} prompts' in out

@@ -51,6 +51,10 @@ WIDGET_STATE = {'version_major': 2, 'version_minor': 0, 'state': {
             'state': {'outputs': [{'output_type': 'display_data', 'metadata': {},
                                    'data': {'image/png': PNG, 'text/plain': '<Figure>'}}]}}}}
 
+# a code line as long as the longest in the notebooks (about 120 characters): it must fit, not scroll
+LONG_LINE = "result = client.infer('add_sub', inputs, sequence_id=42, sequence_start=True, request_id='one-line-of-120-chars')  # ok!"
+assert len(LONG_LINE) == 120
+
 def fixture_notebooks(nbs: Path):
     "Write the fixture: a home page and two numbered notebooks."
     (nbs / 'images').mkdir(parents=True)
@@ -74,6 +78,7 @@ def fixture_notebooks(nbs: Path):
         CODE('slider_and_plot()', outputs=[_out('display_data', **{
             'application/vnd.jupyter.widget-view+json': {'model_id': 'box', 'version_major': 2, 'version_minor': 0},
             'text/plain': 'VBox(...)'})]),
+        CODE(LONG_LINE, outputs=[_out('stream', text=LONG_LINE + '\n')]),
         MD('## How real Triton differs\n\n- It is written in C++.'),
         widgets={'application/vnd.jupyter.widget-state+json': WIDGET_STATE}), nbs / '00_layer.ipynb')
     nbformat.write(_nb(MD('# Other layer\n\n> A second page.'), MD('## The end\n\nBack [home](index.ipynb).'),
@@ -254,13 +259,40 @@ def check_site(driver, base, titles, shots=()):
         outside = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         problems += [f'{where} fetched from outside the site: {u}' for u in outside if not u.startswith((base, 'data:'))]
         problems += [f'{where} console: {e["message"]}' for e in driver.get_log('browser') if e['level'] == 'SEVERE']
+        problems += [f'{where} {what}' for what in driver.execute_script(_HIDDEN)]
         if name in shots: _screenshot(driver, Path(name).stem)
     return problems
+
+# Code and outputs behind a horizontal scrollbar, and sidebar titles cut: what the reader cannot see
+_HIDDEN = '''return [
+  ...Array.from(document.querySelectorAll('.content pre')).filter(p => p.scrollWidth > p.clientWidth + 1)
+     .map(p => 'code block overflows: ' + p.textContent.split('\\n').find(l => l.length > 80)),
+  ...Array.from(document.querySelectorAll('nav.sidebar .nb-title, nav.sidebar a')).filter(e => e.scrollWidth > e.clientWidth + 1)
+     .map(e => 'sidebar title cut: ' + e.textContent.trim())]'''
 
 @pytest.mark.slow
 def test_fixture_site_in_browser(browser, serve, fixture_site):
     nbs = fixture_site.parent / 'nbs'
     assert check_site(browser, serve(fixture_site), _nb_titles(nbs)) == []
+
+@pytest.mark.slow
+def test_120_character_lines_fit(browser, serve, fixture_site):
+    "On a 1280-pixel window, a 120-character code line and its output each take one line: no scrollbar, no wrap."
+    browser.get(serve(fixture_site) + '00_layer.html')
+    assert browser.execute_script(_HIDDEN) == []
+    heights = browser.execute_script('''return Array.from(document.querySelectorAll('.content pre'))
+        .filter(p => p.textContent.startsWith(arguments[0]))
+        .map(p => { const s = getComputedStyle(p);
+          return Math.round((p.clientHeight - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom)) / parseFloat(s.lineHeight)); })''',
+        LONG_LINE[:20])
+    assert heights == [1, 1], heights   # the source and the output
+
+def test_signatures_readable():
+    "show_doc's guess `NoneType` for a parameter whose default is None is dropped from the rendered signature."
+    assert build_docs.readable_signature("    status:int=200, body:bytes=b'', headers:NoneType=None") == "    status:int=200, body:bytes=b'', headers=None"
+    md = "```python\ndef error_response(\n    err:TritonError, headers:NoneType=None\n)->Response:\n```\nheaders:NoneType=None in prose stays"
+    assert build_docs.quarto_markdown(md).splitlines()[2] == '    err:TritonError, headers=None'
+    assert build_docs.quarto_markdown(md).splitlines()[-1].startswith('headers:NoneType')
 
 @pytest.mark.slow
 def test_project_site_in_browser(browser, serve, project_site):

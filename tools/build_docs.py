@@ -228,6 +228,10 @@ def _fenced_div_open(spec:str)->str:
     head = f'<div class="callout-title">{html.escape(title)}</div>\n' if callout and title else ''
     return f'<div{_attr_html(d)}>\n{head}'
 
+def readable_signature(line:str)->str:
+    "A show_doc signature without fastcore's guessed `NoneType` (the type of a `None` default): `headers=None`."
+    return re.sub(r'\b(\w+):NoneType=None\b', r'\1=None', line)
+
 def quarto_markdown(md:str)->str:
     "Rewrite pandoc link attributes and `:::` fenced divs (outside code fences) as HTML."
     out, fence = [], None
@@ -236,7 +240,9 @@ def quarto_markdown(md:str)->str:
         m = re.match(r'(`{3,}|~{3,})', stripped)
         if m and (fence is None or stripped.startswith(fence)):
             fence = m.group(1) if fence is None else None
-        elif fence is None:
+        elif fence is not None:
+            line = readable_signature(line)   # inside a code fence: show_doc's signatures
+        else:
             div = re.match(r'^:::+\s*(.*?)\s*$', line)
             if div:
                 out += ['', _fenced_div_open(div.group(1)) if div.group(1) else '</div>', '']

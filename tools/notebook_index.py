@@ -1,9 +1,11 @@
 """The index page's two generated parts, computed from the files so they cannot drift: the table of every
-notebook (its module, what it teaches, whether it has `#| slow` cells) and the layer picture (which module sits
-in which layer). nbs/index.ipynb loads this file with `%run -n` and calls both; tests/test_readme.py checks that README.md still shows what
+notebook (its module, what it teaches, its estimated reading time, whether it has `#| slow` cells) and the layer
+picture (which module sits in which layer). Also each notebook's shape (`--shape`): cells, code lines, the share
+of code cells that show an output, where the first output comes, and the reading time. nbs/index.ipynb loads this file with `%run -n` and calls both; tests/test_readme.py checks that README.md still shows what
 they compute today (a renamed notebook or a new module fails there until index.ipynb is re-run).
 
-    python tools/notebook_index.py        # prints the table and the picture
+    python tools/notebook_index.py            # prints the table
+    python tools/notebook_index.py --shape    # prints every notebook's shape
 """
 import re
 from pathlib import Path
@@ -30,17 +32,66 @@ def notebook_info(path:Path) -> dict:
                 summary=summary.group(1).strip() if summary else '', module=module, slow=slow)
 
 
+# Reading speeds of the estimate: prose at 200 words a minute, code (what the reader sees: hidden cells left out)
+# at 10 lines a minute, an output at 40 lines a minute (a glance). A rough guide, not a measurement.
+WORDS_PER_MIN, CODE_LINES_PER_MIN, OUTPUT_LINES_PER_MIN = 200, 10, 40
+
+def _hidden(cell) -> bool:
+    "A code cell the reader never sees on the site: `#| hide`, or the notebook's `default_exp` line."
+    return bool(re.search(r'^#\|\s*(hide|default_exp)\b', cell.source, re.M))
+
+def _lines(text:str) -> int: return sum(1 for l in text.splitlines() if l.strip() and not l.lstrip().startswith('#|'))
+
+def _output_lines(cell) -> int:
+    n = 0
+    for o in cell.get('outputs', []):
+        text = o.get('text') or o.get('data', {}).get('text/markdown') or o.get('data', {}).get('text/plain') or ''
+        n += _lines(text if isinstance(text, str) else ''.join(text))
+    return n
+
+def notebook_shape(path:Path) -> dict:
+    "Cells, code lines, share of shown code cells with an output, the first output's cell, reading minutes."
+    cells = nbformat.read(path, as_version=4).cells
+    code = [c for c in cells if c.cell_type == 'code' and not _hidden(c)]
+    with_output = [c for c in code if c.get('outputs')]
+    first = next((i + 1 for i, c in enumerate(cells) if c.cell_type == 'code' and not _hidden(c) and c.get('outputs')), None)
+    words = sum(len(c.source.split()) for c in cells if c.cell_type == 'markdown')
+    code_lines = sum(_lines(c.source) for c in code)
+    minutes = (words / WORDS_PER_MIN + code_lines / CODE_LINES_PER_MIN
+               + sum(_output_lines(c) for c in with_output) / OUTPUT_LINES_PER_MIN)
+    return dict(stem=path.stem, cells=len(cells), code_cells=len(code), code_lines=code_lines, words=words,
+                with_output=len(with_output) / len(code) if code else 0.0, first_output=first, minutes=round(minutes))
+
+def shape_table(nbs:Path=ROOT / 'nbs') -> str:
+    "Every notebook's shape as a markdown table."
+    rows = ['| notebook | cells | code cells | code lines | prose words | code cells with output | first output at cell | reading time |',
+            '|---|---|---|---|---|---|---|---|']
+    for p in _notebook_paths(nbs):
+        s = notebook_shape(p)
+        rows.append(f"| {s['stem']} | {s['cells']} | {s['code_cells']} | {s['code_lines']} | {s['words']} | "
+                    f"{s['with_output']:.0%} | {s['first_output'] or '-'} | {reading_time(s['minutes'])} |")
+    return Markdown('\n'.join(rows))
+
+def reading_time(minutes:int) -> str:
+    "`25 min`, `1 h 40 min`."
+    minutes = max(minutes, 1)
+    return f'{minutes} min' if minutes < 60 else f'{minutes // 60} h' + (f' {minutes % 60} min' if minutes % 60 else '')
+
+def _notebook_paths(nbs:Path) -> list:
+    return [p for p in sorted(Path(nbs).glob('*.ipynb')) if p.stem != 'index' and not p.name.startswith(('_', '.'))]
+
+
 def notebooks(nbs:Path=ROOT / 'nbs') -> list:
     "Every notebook of the book in reading order (file name order, as the docs sidebar), index left out."
-    return [notebook_info(p) for p in sorted(nbs.glob('*.ipynb')) if p.stem != 'index' and not p.name.startswith(('_', '.'))]
+    return [{**notebook_info(p), 'minutes': notebook_shape(p)['minutes']} for p in _notebook_paths(nbs)]
 
 
 def notebooks_table(nbs:Path=ROOT / 'nbs') -> str:
-    "The markdown table of every notebook: link, module, what it teaches, its slow cells."
-    rows = ['| notebook | module | what it teaches | slow cells |', '|---|---|---|---|']
+    "The markdown table of every notebook: link, module, what it teaches, reading time, its slow cells."
+    rows = ['| notebook | module | what it teaches | reading time | slow cells |', '|---|---|---|---|---|']
     for n in notebooks(nbs):
         module = f"`triton_mini.{n['module']}`" if n['module'] else '(exports nothing)'
-        rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {n['slow'] or ''} |")
+        rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {reading_time(n['minutes'])} | {n['slow'] or ''} |")
     return Markdown('\n'.join(rows))
 
 
@@ -73,4 +124,5 @@ def unplaced_modules(layers:list, lib:Path=ROOT / 'triton_mini') -> tuple:
 
 
 if __name__ == '__main__':
-    print(notebooks_table())
+    import sys
+    print(shape_table() if '--shape' in sys.argv[1:] else notebooks_table())

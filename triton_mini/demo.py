@@ -88,7 +88,7 @@ def demo_classify(server, out=print):
     out(f'  executed as batches (size, count): {_executions(server, "classify")}')
 
 def demo_generate(server, out=print):
-    out('=== Demo 2: Dynamic Batching on generate (vLLM backend) ===')
+    out('=== Demo 2: Dynamic Batching on generate (mini_llm, a mock LLM backend) ===')
     responses = server.infer_batch('generate', [{'input_ids': tokenize(p)} for p in PROMPTS])
     out(f'Sent {len(PROMPTS)} prompts')
     for i, r in enumerate(responses): out(f'  Prompt {i}: next_token={int(r["next_token"][0, 0])}')
