@@ -66,7 +66,8 @@ def _use_paths(*paths) -> tuple:
 def release_model_module(module):
     "Forget an imported model file: its package and the modules imported from it, and the `sys.path` entries it alone needed."
     package = module.__name__.rpartition('.')[0]
-    for name in [n for n in sys.modules if n == package or n.startswith(package + '.')]: del sys.modules[name]
+    for name in [n for n in list(sys.modules) if n == package or n.startswith(package + '.')]:   # a snapshot: other threads import meanwhile
+        sys.modules.pop(name, None)
     with _paths_lock:
         for p in getattr(module, '__triton_mini_paths__', ()):
             _path_users[p] -= 1
