@@ -247,3 +247,26 @@ def test_a_model_sees_tritons_argv(mini, tmp_path, mode):
                                      'output [{ name: "WHERE" data_type: TYPE_STRING dims: [2] }]\n')
     m = mini(repo, metrics=False, python_backend_mode=mode)
     assert infer(m.http_port, 'argv', 1)[1]['outputs'][0]['data'][0] == "['', '']"
+
+
+@pytest.mark.slow
+def test_100_load_unload_cycles_leave_nothing_behind(tmp_path):
+    "Issue 13's hygiene bar: after 100 load/unload cycles in process mode, no stub, no open socket, no env folder, flat RSS."
+    import gc
+    from triton_mini.server import TritonServer
+    repo = tmp_path / 'models'
+    write(repo, 'healthy', MODEL, CONFIG)
+    me = psutil.Process()
+    with TritonServer(repo, model_control_mode='explicit', python_backend_mode='process') as server:
+        def cycle():
+            server.load_model('healthy')
+            out = server.infer('healthy', {'IN': __import__('numpy').array([2.0], 'float32')})
+            assert out.outputs['OUT'].tolist() == [4.0]
+            server.unload_model('healthy'); server.repository.wait_for_unloads()
+        for _ in range(10): cycle()                       # warm up: imports, first allocations
+        gc.collect(); fds, rss = me.num_fds(), me.memory_info().rss
+        for _ in range(100): cycle()
+        gc.collect(); time.sleep(0.2)
+        assert stubs(me.pid) == []
+        assert me.num_fds() <= fds + 2, (fds, me.num_fds())
+        assert me.memory_info().rss - rss < 30 * 2**20, (rss, me.memory_info().rss)
