@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, multiprocessing, os, re, socket, tempfile, threading, time, traceback, zlib
+import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, multiprocessing, os, pickle, re, socket, tempfile, threading, time, traceback, zlib
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -13,7 +13,7 @@ import orjson
 from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
-                                 serialize_byte_tensor, wire_from_numpy, element_count, request_prefix, config_to_wire)
+                                 wire_from_numpy, element_count, request_prefix, config_to_wire, _object_array)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop
 from .shared_memory import Placement
@@ -1115,12 +1115,25 @@ def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple
     try: req, opts = decode_infer_request(name, version, body, n, _NoSharedMemory())
     except TritonError as e: return 'error', e.message, e.code     # strings only: no exception object crosses or stays
     except _NeedsServer: return None
-    req.inputs = {k: (serialize_byte_tensor(a), list(a.shape)) if a.dtype == object else a for k, a in req.inputs.items()}
+    req.inputs = {k: _pickled_slices(a) if a.dtype == object else a for k, a in req.inputs.items()}
     return 'ok', req, opts
 
+_SLICE = 1 << 15     # BYTES elements per pickle: unpickling one holds the GIL a few ms
+
+def _pickled_slices(a:np.ndarray) -> tuple:
+    "An object array as ([pickles of _SLICE elements each], shape)."
+    flat = a.ravel().tolist()
+    return [pickle.dumps(flat[i:i + _SLICE], 5) for i in range(0, len(flat), _SLICE)], list(a.shape)
+
 def _unpack_inputs(inputs:dict) -> dict:
-    "The worker's inputs as the server uses them: BYTES split back into object arrays (in short slices)."
-    return {k: from_binary(a[0], 'BYTES', a[1]) if isinstance(a, tuple) else a for k, a in inputs.items()}
+    "The worker's inputs as the server uses them: BYTES unpickled back into object arrays, a slice at a time."
+    out = {}
+    for k, a in inputs.items():
+        if not isinstance(a, tuple): out[k] = a; continue
+        elements = []
+        for piece in a[0]: elements += pickle.loads(piece)
+        out[k] = _object_array(elements, a[1])
+    return out
 
 # %% ../nbs/08_http.ipynb #4d2a7136
 class DecodeWorker:
@@ -1184,7 +1197,7 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
     if out is None: return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
     if out[0] == 'error': raise TritonError(out[1], out[2])
     _, req, opts = out
-    req.inputs = await off_loop(sum(a[0].__len__() for a in req.inputs.values() if isinstance(a, tuple)), _unpack_inputs, req.inputs)
+    req.inputs = await off_loop(sum(len(p) for a in req.inputs.values() if isinstance(a, tuple) for p in a[0]), _unpack_inputs, req.inputs)
     return req, opts
 
 @patch
