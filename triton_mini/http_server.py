@@ -1145,15 +1145,17 @@ class DecodeWorker:
 
     def _submit(self, f, *args):
         old = None
-        with self.lock:
+        with self.lock:          # submit under the lock: no other call can retire this pool in between
             if self.pool is None or self.tasks >= self.max_tasks:
                 ctx = multiprocessing.get_context('forkserver')
                 ctx.set_forkserver_preload(['triton_mini.http_server'])
                 old, self.pool, self.tasks = self.pool, ProcessPoolExecutor(1, mp_context=ctx), 0
             pool = self.pool; self.tasks += 1
+            try: fut = pool.submit(f, *args)
+            except BrokenProcessPool: fut = None
         if old is not None: old.shutdown(wait=False)      # it finishes what it has, then exits
-        try: return pool, pool.submit(f, *args)
-        except BrokenProcessPool: self._drop(pool); raise
+        if fut is None: self._drop(pool); raise BrokenProcessPool('the decoding process exited')
+        return pool, fut
 
     def _drop(self, pool):
         with self.lock:
