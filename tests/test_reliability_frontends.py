@@ -106,15 +106,89 @@ def test_grpc_many_bytes_elements_keep_health_answered(server):
     still_healthy(server)
 
 
+BAD_63MIB = b'{"inputs": [' + b'1,' * ((63 * MB - 16) // 2) + b'x]}'     # issue 26 row 6: fails at its last bytes
+
+
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_big_json_body_keeps_health_answered(server):
-    "An HTTP body of half a million nested BYTES strings (7 MB of JSON): health answers in < 100 ms meanwhile."
+    "An HTTP body of half a million nested BYTES strings (7 MB of JSON, over 4 MiB: decoded in the worker process): health < 100 ms."
     n = 500_000
     body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': [['abcdefgh'], ['ijk']] * (n // 2)}]}).encode()
     (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
     assert status == 200 and len(json.loads(out)['outputs'][0]['data']) == n
     assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
     still_healthy(server)
+
+
+@pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
+def test_63mib_json_body_keeps_health_answered(server):
+    "Issue 26 row 6: the 64 KB gzip of a 63 MiB body that fails at its end (decoded in the worker process): health < 100 ms."
+    gz = gzip.compress(BAD_63MIB)
+    send = lambda: server.request('POST', '/v2/models/add_sub/infer', gz, {'Content-Encoding': 'gzip'})
+    send()                                                 # the worker process starts on first use
+    for _ in range(3):
+        (status, _, out), worst, checks = health_latency_during(server, send)
+        assert (status, out) == (500, b'{"error":"failed to parse the request JSON buffer: Invalid value. at 66060284"}')
+        assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    still_healthy(server)
+
+
+def test_worker_decodes_as_inline():
+    "A big body decoded in the worker process: the same arrays, options and request fields as inline; a bad one the same error."
+    from triton_mini.http_server import DecodeWorker, decode_in_worker, decode_infer_request, _unpack_inputs
+    from triton_mini.errors import TritonError
+    n = 1_000_000
+    rng = np.random.default_rng(0)
+    strings = [b'', b'a', 'é'.encode(), b'xyz' * 50] * (n // 40)
+    doc = {'id': 'big', 'parameters': {'sequence_id': 'corr', 'sequence_end': True, 'user': 3},
+           'inputs': [{'name': 'F', 'shape': [n // 4, 4], 'datatype': 'FP32', 'data': rng.standard_normal(n).tolist()},
+                      {'name': 'I', 'shape': [n], 'datatype': 'INT64', 'data': rng.integers(-2**62, 2**62, n).tolist()},
+                      {'name': 'B', 'shape': [2, n // 1000], 'datatype': 'BOOL', 'data': [[True, False] * (n // 2000)] * 2},
+                      {'name': 'S', 'shape': [len(strings)], 'datatype': 'BYTES', 'data': [s.decode() for s in strings]}],
+           'outputs': [{'name': 'OUT', 'parameters': {'classification': 2}}]}
+    body = json.dumps(doc).encode()
+    bad = body.replace(b'"data": [', b'"data": ["x", ', 1)          # a string among F's numbers: fails in the conversion
+    worker = DecodeWorker()
+    try:
+        kind, wreq, wopts = asyncio.run(worker.run(decode_in_worker, 'm', 3, body, None))
+        out = asyncio.run(worker.run(decode_in_worker, 'm', 3, bad, None))
+        trunc = asyncio.run(worker.run(decode_in_worker, 'm', 3, body[:-1000], None))
+    finally: worker.close()
+    assert worker.pool is None
+    req, opts = decode_infer_request('m', 3, body, None)
+    wreq.inputs = _unpack_inputs(wreq.inputs)
+    assert kind == 'ok' and len(body) > 8 * MB and wopts == opts and list(wreq.inputs) == list(req.inputs)
+    for k, a in req.inputs.items():
+        assert wreq.inputs[k].dtype == a.dtype and wreq.inputs[k].shape == a.shape and (wreq.inputs[k] == a).all(), k
+    assert list(wreq.inputs['S']) == strings
+    assert (wreq.id, wreq.parameters, wreq.correlation_id, wreq.flags, wreq.model_version) == \
+           (req.id, req.parameters, req.correlation_id, req.flags, req.model_version)
+    for b, got in ((bad, out), (body[:-1000], trunc)):
+        with pytest.raises(TritonError) as e: decode_infer_request('m', 3, b, None)
+        assert got == ('error', e.value.message, e.value.code), (got, e.value)
+
+
+def test_worker_is_replaced():
+    "The decoding process is replaced after max_tasks bodies (also after concurrent ones) and when it is killed."
+    from concurrent.futures.process import BrokenProcessPool
+    from triton_mini.http_server import DecodeWorker, decode_in_worker
+    bad = b'{"inputs": [1, x]}'
+    want = ('error', 'failed to parse the request JSON buffer: Invalid value. at 15', 'INTERNAL')
+    async def go(w):
+        run = lambda: asyncio.wait_for(w.run(decode_in_worker, 'm', 1, bad, None), 30)
+        assert await asyncio.gather(*[run() for _ in range(4)]) == [want] * 4
+        pids = set()
+        for _ in range(7):
+            assert await run() == want
+            pids |= set(w.pool._processes)
+        assert len(pids) >= 2                                 # replaced after 3 tasks (Python 3.11's max_tasks_per_child hung here)
+        for proc in list(w.pool._processes.values()): proc.kill(); proc.join()
+        try: assert await run() == want                        # the dead worker's pool may not know yet
+        except BrokenProcessPool: pass
+        assert await run() == want and await run() == want     # a fresh process
+    w = DecodeWorker(max_tasks=3)
+    try: asyncio.run(go(w))
+    finally: w.close()
 
 
 # ---------------------------------------------------------------------------------------------------------

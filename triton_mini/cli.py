@@ -373,6 +373,7 @@ def main(argv=None) -> int:
     finally:
         log.info('Waiting for in-flight requests to complete.')
         hung = server.stop(stop.remaining(args.exit_timeout_secs))
+        if http is not None: http.close()          # its JSON decoding process, if one started
     if hung: return _exit_timeout_expired(hung)
     log.info('Server stopped')
     return code

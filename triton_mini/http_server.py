@@ -4,14 +4,16 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, re, socket, threading, time, traceback, zlib
+import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, multiprocessing, os, pickle, re, socket, tempfile, threading, time, traceback, zlib
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 import numpy as np
 import orjson
 from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
-                                 wire_from_numpy, element_count, request_prefix, config_to_wire)
+                                 wire_from_numpy, element_count, request_prefix, config_to_wire, _object_array)
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, call_in_loop
 from .shared_memory import Placement
@@ -25,7 +27,8 @@ __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'OFF_LOOP_BYTES
            'parse_path', 'HTTPFrontend', 'apply_log_settings', 'output_labels', 'inflate', 'off_loop',
            'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog', 'exception_kind', 'call_asgi',
            'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService',
-           'shm_route', 'register_fields', 'cuda_register', 'cuda_status', 'shm_placement', 'shm_output']
+           'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
+           'shm_placement', 'shm_output']
 
 # %% ../nbs/08_http.ipynb #643ca634
 _JSON = [(b'content-type', b'application/json')]
@@ -394,8 +397,10 @@ class HTTPFrontend:
     def __init__(self, server:TritonServer,
                  max_input_size:int=64 * 2**20,         # --http-max-input-size: bytes of a body, before and after decompression
                  restricted_apis:dict|None=None,        # --http-restricted-api: {api group: (header, value)}
-                 header_forward_pattern:str|None=None): # --http-header-forward-pattern: headers that become request parameters
+                 header_forward_pattern:str|None=None,  # --http-header-forward-pattern: headers that become request parameters
+                 worker_json_bytes:int=4 * 2**20):      # /infer JSON bigger than this is decoded in a worker process (below)
         self.server, self.max_input_size, self.restricted_apis = server, max_input_size, dict(restricted_apis or {})
+        self.worker_json_bytes, self.json_worker = worker_json_bytes, None   # the worker starts on first use
         self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
         if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')
         self.log_settings = {'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True,
@@ -507,7 +512,7 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     body = await self._inflated(body, headers.get(b'content-encoding'))
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
     if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
-    else: req, opts = await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+    else: req, opts = await self._decode_infer(name, version, body, n)
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     m, fut = _submit_one(self.server, req)
@@ -517,6 +522,12 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
     labels = output_labels(m) if n != 0 and body else None
     return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+
+@patch
+async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
+    "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process (issue 26, below)."
+    if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
+    return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
 
 def _output_bytes(resp) -> int:
     "Roughly the work of encoding `resp`: its outputs' bytes (8 per BYTES element)."
@@ -1083,9 +1094,118 @@ class HTTPService:
     def stop(self):
         for s in self.servers: s.should_exit = True
         if self._thread is not None: self._thread.join(self.exit_timeout + 5)
+        for app in self.apps:
+            if hasattr(app, 'close'): app.close()      # the HTTP front end's worker process
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
+
+# %% ../nbs/08_http.ipynb #fc08bd18
+class _NeedsServer(BaseException):
+    "Raised in the worker where a body needs the server process (its shared-memory registry)."
+
+class _NoSharedMemory:
+    "The worker's stand-in for the server's SharedMemoryRegistry: any use sends the body back to the server."
+    def __getattr__(self, name): raise _NeedsServer(name)
+
+def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple|None:
+    "In the worker: ('ok', request with BYTES inputs packed, options), ('error', message, code), or None: decode in the server."
+    if isinstance(body, str):                        # the path of the body, spilled to a file by the server
+        with open(body, 'rb') as f: body = f.read()
+    try: req, opts = decode_infer_request(name, version, body, n, _NoSharedMemory())
+    except TritonError as e: return 'error', e.message, e.code     # strings only: no exception object crosses or stays
+    except _NeedsServer: return None
+    req.inputs = {k: _pickled_slices(a) if a.dtype == object else a for k, a in req.inputs.items()}
+    return 'ok', req, opts
+
+_SLICE = 1 << 15     # BYTES elements per pickle: unpickling one holds the GIL a few ms
+
+def _pickled_slices(a:np.ndarray) -> tuple:
+    "An object array as ([pickles of _SLICE elements each], shape)."
+    flat = a.ravel().tolist()
+    return [pickle.dumps(flat[i:i + _SLICE], 5) for i in range(0, len(flat), _SLICE)], list(a.shape)
+
+def _unpack_inputs(inputs:dict) -> dict:
+    "The worker's inputs as the server uses them: BYTES unpickled back into object arrays, a slice at a time."
+    out = {}
+    for k, a in inputs.items():
+        if not isinstance(a, tuple): out[k] = a; continue
+        elements = []
+        for piece in a[0]: elements += pickle.loads(piece)
+        out[k] = _object_array(elements, a[1])
+    return out
+
+# %% ../nbs/08_http.ipynb #4d2a7136
+class DecodeWorker:
+    "A process that runs decoding functions for the HTTP front end: started on first use, replaced when it dies."
+    def __init__(self, max_tasks:int=50):
+        self.max_tasks, self.pool, self.tasks, self.lock = max_tasks, None, 0, threading.Lock()
+
+    def __repr__(self): return f'DecodeWorker({"running" if self.pool else "not started"})'
+
+    def _submit(self, f, *args):
+        old = None
+        with self.lock:          # submit under the lock: no other call can retire this pool in between
+            if self.pool is None or self.tasks >= self.max_tasks:
+                ctx = multiprocessing.get_context('forkserver')
+                ctx.set_forkserver_preload(['triton_mini.http_server'])
+                old, self.pool, self.tasks = self.pool, ProcessPoolExecutor(1, mp_context=ctx), 0
+            pool = self.pool; self.tasks += 1
+            try: fut = pool.submit(f, *args)
+            except BrokenProcessPool: fut = None
+        if old is not None: old.shutdown(wait=False)      # it finishes what it has, then exits
+        if fut is None: self._drop(pool); raise BrokenProcessPool('the decoding process exited')
+        return pool, fut
+
+    def _drop(self, pool):
+        with self.lock:
+            if self.pool is pool: self.pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, f, *args):
+        "`f(*args)` in the worker process (`f` importable by name); BrokenProcessPool when the worker died."
+        pool, fut = await asyncio.to_thread(self._submit, f, *args)
+        try: return await asyncio.wrap_future(fut)
+        except BrokenProcessPool: self._drop(pool); raise
+
+    def close(self):
+        "Stop the worker (waiting for the body it is decoding)."
+        with self.lock: pool, self.pool = self.pool, None
+        if pool is not None: pool.shutdown(wait=True, cancel_futures=True)
+
+# %% ../nbs/08_http.ipynb #2ae67555
+def _spill(body:bytes) -> str|None:
+    "`body` in a temporary file (written by the kernel, without the GIL), or None when it cannot be written."
+    fd, path = tempfile.mkstemp(prefix='triton_mini_body_')
+    try:
+        with open(fd, 'wb', buffering=0) as f:
+            view, done = memoryview(body), 0
+            while done < len(view): done += f.write(view[done:])
+        return path
+    except OSError:
+        os.unlink(path); return None
+
+@patch
+async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
+    "`decode_infer_request` for a big body: in the worker process, or here when the worker cannot."
+    if self.json_worker is None: self.json_worker = DecodeWorker()
+    path = await asyncio.to_thread(_spill, body)
+    try: out = await self.json_worker.run(decode_in_worker, name, version, path or body, n)
+    except BrokenProcessPool:
+        log.warning('the JSON decoding process exited; decoding in the server, and starting a new one for the next big body')
+        out = None
+    finally:
+        if path: os.unlink(path)
+    if out is None: return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+    if out[0] == 'error': raise TritonError(out[1], out[2])
+    _, req, opts = out
+    req.inputs = await off_loop(sum(len(p) for a in req.inputs.values() if isinstance(a, tuple) for p in a[0]), _unpack_inputs, req.inputs)
+    return req, opts
+
+@patch
+def close(self:HTTPFrontend):
+    "Stop the front end's worker process, if it started (HTTPService.stop and the command call this)."
+    if self.json_worker is not None: self.json_worker.close()
 
 # %% ../nbs/08_http.ipynb #e3001493
 def shm_route(p:list) -> tuple|None:
