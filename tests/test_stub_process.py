@@ -122,8 +122,7 @@ def test_unload_and_stop_leave_no_stub(mini, repo):
     m = mini(repo, http=False, metrics=False, python_backend_mode='process', model_control_mode='explicit', load_models=['*'])
     me = os.getpid()
     assert len(stubs(me)) == 4
-    m.server.unload_model("healthy")
-    time.sleep(0.2)
+    m.server.unload_model("healthy"); m.server.repository.wait_for_unloads()   # unloads finish in the background
     assert len(stubs(me)) == 2
     m.stop()
     time.sleep(0.2)
