@@ -15,3 +15,71 @@ def test_one_error_class_and_one_verbose_level():
     from triton_mini import errors, tensors, pb_utils, cli
     assert tensors.TritonError is errors.TritonError and tensors.request_prefix is errors.request_prefix
     assert pb_utils.VERBOSE is errors.VERBOSE and cli.VERBOSE is errors.VERBOSE
+
+
+# --- the import contract, read from the source (every `import`, at module level or inside a function) ---
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
+FRONT_ENDS = {'http_server', 'grpc_server', 'metrics'}
+COMPOSITION = {'cli', '__main__'}
+BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
+CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
+        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'server'}
+
+def imports_of(module:str) -> set:
+    "The triton_mini modules `module` imports anywhere in its source (relative or absolute)."
+    tree, found = ast.parse((PKG / f'{module}.py').read_text()), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1: names = [node.module] if node.module else [a.name for a in node.names]
+            elif (node.module or '').startswith('triton_mini'):
+                rest = node.module.split('.')[1:]
+                names = rest[:1] if rest else [a.name for a in node.names]
+            else: continue
+            found |= {n.split('.')[0] for n in names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split('.')[1] for a in node.names if a.name.startswith('triton_mini.')}
+    return found & {p.stem for p in PKG.glob('*.py')}
+
+def test_front_ends_never_import_each_other():
+    "HTTP, gRPC and metrics share only the core (and the HTTP plumbing in asgi), as Triton's http_server.cc and grpc_server.cc do."
+    for fe in FRONT_ENDS: assert not imports_of(fe) & (FRONT_ENDS - {fe}), (fe, imports_of(fe))
+
+def test_nothing_imports_the_command_line():
+    for p in PKG.glob('*.py'):
+        if p.stem not in COMPOSITION: assert not imports_of(p.stem) & {'cli'}, p.stem
+
+def test_the_core_imports_no_front_end_and_no_backend_implementation():
+    "The core names backends (BACKEND_CLASSES) and the command line (COMPOSITION_ROOT); it imports neither."
+    for m in CORE:
+        assert not imports_of(m) & (FRONT_ENDS | COMPOSITION | {'asgi', 'demo', 'llm'} | BACKEND_IMPLEMENTATIONS), (m, imports_of(m))
+
+def test_the_asgi_plumbing_imports_only_the_core():
+    assert imports_of('asgi') <= CORE, imports_of('asgi')
+
+def test_a_python_only_server_never_loads_onnxruntime():
+    "Backends are found by name when a model needs them: serving Python models does not import ONNX Runtime."
+    code = ("import sys, tempfile; from triton_mini.server import TritonServer; "
+            "s = TritonServer(tempfile.mkdtemp()); s.start(); s.stop(); "
+            "print('onnxruntime' in sys.modules, 'triton_mini.http_server' in sys.modules, 'triton_mini.cli' in sys.modules)")
+    out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ['False', 'False', 'False'], out
+
+def test_the_contract_checker_sees_imports():
+    "The checker itself: grpc_server does import the core, and the CLI imports every front end."
+    assert 'server' in imports_of('grpc_server') and FRONT_ENDS <= imports_of('cli')
+
+def test_serves_without_uvloop_and_httptools():
+    "uvloop and httptools are accelerators (uvloop has no Windows build): without them the HTTP front end still answers."
+    code = ("import sys; sys.modules['uvloop'] = sys.modules['httptools'] = None\n"
+            "import json, urllib.request\n"
+            "from triton_mini.server import TritonServer\nfrom triton_mini.cli import example_repository\n"
+            "from triton_mini.http_server import HTTPFrontend\nfrom triton_mini.asgi import HTTPService, bind_socket\n"
+            "s = TritonServer(example_repository(), model_control_mode='explicit', load_models=['add_sub']); s.start()\n"
+            "with HTTPService({HTTPFrontend(s): bind_socket('127.0.0.1', 0)}) as svc:\n"
+            "    print(json.loads(urllib.request.urlopen(f'http://127.0.0.1:{svc.ports[0]}/v2/models/add_sub').read())['name'])\n"
+            "s.stop(); print('uvloop' in sys.modules and sys.modules['uvloop'] is not None)")
+    out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True, timeout=60).stdout.split()
+    assert out == ['add_sub', 'False'], out

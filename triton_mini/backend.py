@@ -14,7 +14,7 @@ from .model_config import ModelConfig
 from .tensors import TritonError
 
 # %% auto #0
-__all__ = ['InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend', 'BackendRegistry',
+__all__ = ['InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend', 'BackendRegistry', 'LazyBackend',
            'IdentityInstance', 'IdentityBackend', 'ClassificationInstance', 'ClassificationBackend', 'next_token',
            'LLMInstance', 'LLMBackend']
 
@@ -143,11 +143,7 @@ def _unknown_backend(name):
     return TritonError(f"unable to find backend library for backend '{name}', try specifying runtime "
                        "on the model configuration.", 'INVALID_ARG')
 
-@patch
-def get(self:BackendRegistry, name:str) -> Backend:
-    "The backend called `name`, or Triton's error for a backend library it cannot find."
-    if name not in self._backends: raise _unknown_backend(name)
-    return self._backends[name]
+
 
 # %% ../nbs/03_backend.ipynb #bbcbb309
 @patch
@@ -164,6 +160,26 @@ def backend_name_for(self:BackendRegistry, config:ModelConfig, model_dir:Path) -
     raise TritonError(f"Invalid model name: Could not determine backend for model '{config.name or folder}' with no "
                       "backend in model configuration. Expected model name of the form 'model.<backend_name>'.",
                       'INVALID_ARG')
+
+# %% ../nbs/03_backend.ipynb #d2a3ab4c
+class LazyBackend:
+    "A backend known by name and model file, built by `factory` on first use (Triton's dlopen on demand)."
+    def __init__(self, name:str, default_model_filename:str|None, factory):
+        self.name, self.default_model_filename, self.factory = name, default_model_filename, factory
+    def __repr__(self): return f'LazyBackend({self.name!r})'
+
+@patch
+def register_lazy(self:BackendRegistry, name:str, default_model_filename:str|None, factory) -> LazyBackend:
+    "Make backend `name` available, to be built by `factory()` when a model first needs it."
+    return self.register(LazyBackend(name, default_model_filename, factory))
+
+@patch
+def get(self:BackendRegistry, name:str) -> Backend:
+    "The backend called `name` (built now if it was registered lazily), or Triton's error when there is none."
+    b = self._backends.get(name)
+    if b is None: raise _unknown_backend(name)
+    if isinstance(b, LazyBackend): b = self._backends[name] = b.factory()
+    return b
 
 # %% ../nbs/03_backend.ipynb #47d45fa0
 def _outputs_for(req:InferenceRequest, config:ModelConfig, arrays:list) -> dict:

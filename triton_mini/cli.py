@@ -5,15 +5,15 @@
 # %% ../nbs/10_cli.ipynb #04d2e29d
 from __future__ import annotations
 import argparse, asyncio, contextlib, dataclasses, json, logging, os, re, signal, sys, threading, time
-import uvloop
 from datetime import datetime
 from pathlib import Path
 
 import triton_mini
 from .tensors import TritonError
 from .errors import VERBOSE
-from .server import TritonServer
-from .http_server import HTTPFrontend, HTTPLimits, RESTRICTED_API_GROUPS, bind_socket, _uvicorn_config, default_max_connections
+from .server import TritonServer, run_loop
+from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
+from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics import MetricsCollector
 
 log = logging.getLogger('triton_mini.server')
@@ -369,11 +369,10 @@ def main(argv=None) -> int:
     http_lim, metrics_lim = http_limits(args)
     limits = {app: http_lim if isinstance(app, HTTPFrontend) else metrics_lim for app in sockets}
     stop = _TimedStop()
-    try: code = uvloop.run(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc, limits=limits))
+    try: code = run_loop(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc, limits=limits))
     finally:
         log.info('Waiting for in-flight requests to complete.')
         hung = server.stop(stop.remaining(args.exit_timeout_secs))
-        if http is not None: http.close()          # its JSON decoding process, if one started
     if hung: return _exit_timeout_expired(hung)
     log.info('Server stopped')
     return code
@@ -401,7 +400,7 @@ def serve(server:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:i
     apps = {HTTPFrontend(server): bind_socket(host, port)}
     if metrics_port is not None: apps[MetricsCollector(server)] = bind_socket(host, metrics_port)
     for app, sock in apps.items(): log.info(f'Started {"HTTPService" if isinstance(app, HTTPFrontend) else "Metrics Service"} at {host}:{sock.getsockname()[1]}')
-    uvloop.run(serve_apps(apps, exit_timeout_secs))
+    run_loop(serve_apps(apps, exit_timeout_secs))
 
 # %% ../nbs/10_cli.ipynb #3b2196a9
 def free_port() -> int:

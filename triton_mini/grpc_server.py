@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import grpc
 from grpc import aio
 import numpy as np
-import uvloop
 from pathlib import Path
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc, model_config_pb2
@@ -20,9 +19,9 @@ from fastcore.basics import patch
 from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, format_shape, np_dtype, wire_from_numpy,
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
-from .server import TritonServer, call_in_loop, validate_request
+from .server import (TritonServer, call_in_loop, validate_request, classify, apply_log_settings, off_loop, output_bytes,
+                                OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
 from .shared_memory import Placement
-from .http_server import classify, output_labels, apply_log_settings, off_loop, _output_bytes, OFF_LOOP_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +257,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, class
     out = pb.ModelInferResponse(model_name=req.model_name, model_version=str(req.model_version), id=req.id)
     for name, arr in resp.outputs.items():
         opt = classes.get(name)
-        if isinstance(opt, int): arr = classify(arr, opt, m.batching, output_labels(m).get(name))
+        if isinstance(opt, int): arr = classify(arr, opt, m.batching, m.labels.get(name))
         datatype = 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype)
         out.outputs.add(name=name, datatype=datatype, shape=arr.shape)
         # an output in shared memory was written there (write_outputs): Triton sends an empty buffer in its place
@@ -274,8 +273,7 @@ class GRPCFrontend(pb_grpc.GRPCInferenceServiceServicer):
                  header_forward_pattern:str='',         # metadata keys matching it reach the model as parameters
                  infer_compression=None):               # grpc.Compression for inference responses, or None
         self.server, self.errors = server, UnexpectedErrors()
-        self.log_settings = log_settings if log_settings is not None else {
-            'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True, 'log_verbose_level': 0, 'log_format': 'default'}
+        self.log_settings = log_settings if log_settings is not None else dict(DEFAULT_LOG_SETTINGS)
         self.restricted = dict(restricted_protocols or {})
         self.forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
         self.infer_compression = infer_compression
@@ -445,18 +443,6 @@ async def CudaSharedMemoryRegister(self:GRPCFrontend, request, context): raise T
 async def CudaSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.CudaSharedMemoryUnregisterResponse()
 
 # %% ../nbs/08a_grpc.ipynb #f72cd0a9
-def _submit_one(server:TritonServer, req:InferenceRequest) -> tuple:
-    "Submit `req`; returns (model, future of its final response) on the running loop."
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    def done(r, resp, final):
-        if final: call_in_loop(loop, _resolve, fut, resp)
-    req.response_callback = done
-    return server.submit(req), fut
-
-def _resolve(fut, resp):
-    if not fut.done(): fut.set_result(resp)
-
 def _cancel_if_queued(m, req:InferenceRequest) -> bool:
     "Drop `req` from `m`'s scheduler if it still waits there (answered CANCELLED, counted CANCELED); False if it runs or ran."
     sched = getattr(m, 'scheduler', None)
@@ -471,7 +457,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
     req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context),
                                      self.server.shared_memory)
-    m, fut = _submit_one(self.server, req)
+    m, fut = self.server.submit_future(req)
     try: resp = await fut
     except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
         _cancel_if_queued(m, req)
@@ -480,7 +466,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
     self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
-    return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, m, classes)
+    return await off_loop(output_bytes(resp), encode_infer_response, req, resp, m, classes)
 
 # %% ../nbs/08a_grpc.ipynb #4d2d6e08
 def _is_decoupled(server:TritonServer, request) -> bool:
@@ -757,7 +743,7 @@ class GRPCService:
             ready.set()
             await self._stopping.wait()
             await grpc_server.stop(self.grace)
-        self._thread = threading.Thread(target=uvloop.run, args=(main(),), name='triton_mini:grpc', daemon=True)
+        self._thread = threading.Thread(target=run_loop, args=(main(),), name='triton_mini:grpc', daemon=True)
         self._thread.start(); ready.wait()
         if self._error is not None: raise self._error
         return self

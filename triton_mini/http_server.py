@@ -15,38 +15,26 @@ from fastcore.basics import patch
 from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
                                  wire_from_numpy, element_count, request_prefix, config_to_wire, _object_array)
 from .backend import InferenceRequest, InferenceResponse
-from .server import TritonServer, call_in_loop
+from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, output_bytes, classify,
+                                DEFAULT_LOG_SETTINGS, apply_log_settings)
 from .shared_memory import Placement
+from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, RateLimitedLog, exception_kind, _noisy,
+                              INTERNAL_ERROR, _quiet_uvicorn, _ClientGone, _read_body, _compress, HTTPLimits, HTTPService,
+                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol)
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'DEEP_JSON_BYTES', 'OFF_LOOP_BYTES', 'RESTRICTED_API_GROUPS', 'INTERNAL_ERROR',
-           'CUT_AT_EXIT', 'HEALTH_SPARE', 'Response', 'error_response', 'parse_json', 'gc_paused', 'parse_deep_json',
-           'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'classify', 'encode_infer_response',
-           'parse_path', 'HTTPFrontend', 'apply_log_settings', 'output_labels', 'inflate', 'off_loop',
-           'decode_generate', 'generate_json', 'api_group', 'RateLimitedLog', 'exception_kind', 'call_asgi',
-           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService',
-           'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
-           'shm_placement', 'shm_output']
+__all__ = ['log', 'DEEP_JSON_BYTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'parse_json', 'gc_paused',
+           'parse_deep_json', 'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length',
+           'encode_infer_response', 'parse_path', 'HTTPFrontend', 'inflate', 'decode_generate', 'generate_json',
+           'api_group', 'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields', 'cuda_register',
+           'cuda_status', 'shm_placement', 'shm_output']
 
 # %% ../nbs/08_http.ipynb #643ca634
-_JSON = [(b'content-type', b'application/json')]
-
-class Response:
-    "An HTTP response: status, headers (list of byte pairs), body bytes."
-    __slots__ = ('status', 'headers', 'body')
-    def __init__(self, status:int=200, body:bytes=b'', headers=None):
-        self.status, self.body, self.headers = status, body, headers if headers is not None else _JSON
-    def json(self): return json.loads(self.body) if self.body else None
-    def __repr__(self): return f'Response({self.status}, {self.body[:120]!r})'
-
 def error_response(err:TritonError, headers=None) -> Response:
     "Triton's error body for `err`, with the status its code maps to."
     return Response(err.http_status, json_dumps({'error': err.message}), headers)
-
-NOT_FOUND = Response(404, b'{"error":"Not Found"}')
-NOT_ALLOWED = Response(405, b'{"error":"Method Not Allowed"}')
 
 # %% ../nbs/08_http.ipynb #a41492b6
 _KINDS = {str: 'string', list: 'array', dict: 'object', bool: 'boolean'}
@@ -307,17 +295,6 @@ def header_length(value:bytes|None, content_length:int) -> int|None:
         raise TritonError(f"inference header size should be in range (0, {content_length}), got: {value.decode('latin-1')}")
     return n
 
-# %% ../nbs/08_http.ipynb #4e3e8fee
-def classify(arr:np.ndarray, k:int, batching:bool, labels:list|None=None) -> np.ndarray:
-    "Triton's classification extension: the top-k of each batch row as BYTES 'value:index[:label]'."
-    rows = arr.reshape(arr.shape[0], -1) if batching else arr.reshape(1, -1)
-    out = []
-    for row in rows:
-        idx = np.argsort(-row.astype(np.float64), kind='stable')[:k]
-        out.append([(f'{float(row[i]):f}:{i}' + (f':{labels[i]}' if labels and i < len(labels) else '')).encode() for i in idx])
-    res = np.array(out, dtype=object)
-    return res if batching else res[0]
-
 # %% ../nbs/08_http.ipynb #50ba1a95
 def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dict, batching:bool=True, labels=None) -> Response:
     "The HTTP response for a successful inference (JSON, or JSON + binary outputs)."
@@ -403,8 +380,7 @@ class HTTPFrontend:
         self.worker_json_bytes, self.json_worker = worker_json_bytes, None   # the worker starts on first use
         self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
         if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')
-        self.log_settings = {'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True,
-                             'log_verbose_level': 0, 'log_format': 'default'}
+        self.log_settings = dict(DEFAULT_LOG_SETTINGS)   # one per server in Triton: the CLI shares this dict with gRPC
     def __repr__(self): return f'HTTPFrontend({self.server!r})'
 
 # %% ../nbs/08_http.ipynb #5fa71740
@@ -487,24 +463,7 @@ async def _logging(self:HTTPFrontend, method, body) -> Response:
         apply_log_settings(self.log_settings)
     return Response(200, json_dumps(self.log_settings))
 
-def apply_log_settings(s):
-    lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
-    logging.getLogger('triton_mini').setLevel(lvl)
-
 # %% ../nbs/08_http.ipynb #a9446464
-def _submit_one(server, req):
-    "Submit `req`; returns (model, future of its final response) on the running loop."
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    def done(r, resp, final):
-        if final: call_in_loop(loop, _resolve, fut, resp)
-    req.response_callback = done
-    return server.submit(req), fut
-
-def _resolve(fut, resp):
-    if not fut.done(): fut.set_result(resp)
-
-# %% ../nbs/08_http.ipynb #38bb04c3
 @patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     m = self.server.repository.get(name, version)     # Triton looks at the model before the body
@@ -515,27 +474,19 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     else: req, opts = await self._decode_infer(name, version, body, n)
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
-    m, fut = _submit_one(self.server, req)
+    m, fut = self.server.submit_future(req)
     resp = await fut
     if resp is None: resp = InferenceResponse()
     if resp.error is not None: return error_response(resp.error)
     self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
-    labels = output_labels(m) if n != 0 and body else None
-    return await off_loop(_output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+    labels = m.labels if n != 0 and body else None
+    return await off_loop(output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
 
 @patch
 async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
     "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process (issue 26, below)."
     if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
     return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
-
-def _output_bytes(resp) -> int:
-    "Roughly the work of encoding `resp`: its outputs' bytes (8 per BYTES element)."
-    return sum(getattr(a, 'nbytes', 0) for a in resp.outputs.values())
-
-def output_labels(m):
-    "Classification labels per output: read by the core when the version loaded, inside its model folder."
-    return m.labels
 
 # %% ../nbs/08_http.ipynb #b777df3b
 class _Inflater:
@@ -578,13 +529,6 @@ async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes
     if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
     if len(body) <= 4096: return inflate(body, self.max_input_size)
     return await asyncio.to_thread(inflate, body, self.max_input_size)
-
-OFF_LOOP_BYTES = 64 * 1024
-
-async def off_loop(size:int, f, *args):
-    "`f(*args)`, on a thread when `size` (the bytes it works through) could hold the event loop past a millisecond."
-    if size <= OFF_LOOP_BYTES: return f(*args)
-    return await asyncio.to_thread(f, *args)
 
 class _Reply(Exception):
     "Raised by a handler to answer with this exact response (for headers an error response does not have)."
@@ -743,52 +687,6 @@ def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|Non
     if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
     return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
 
-# %% ../nbs/08_http.ipynb #aef294f0
-class RateLimitedLog:
-    "Log each kind of trouble the first time, then at most once per `every` seconds, counting the repeats."
-    def __init__(self, logger, every:float=60, clock=time.monotonic, max_kinds:int=1000):
-        self.logger, self.every, self.clock, self.max_kinds, self.kinds = logger, every, clock, max_kinds, {}
-
-    def allow(self, kind) -> tuple:
-        "(log it now?, repeats suppressed since it was last logged, first time?)"
-        now, seen = self.clock(), self.kinds.get(kind)
-        if seen is not None and now - seen[0] < self.every:
-            seen[1] += 1
-            return False, seen[1], False
-        if seen is None and len(self.kinds) >= self.max_kinds: self.kinds.clear()   # bound the memory
-        self.kinds[kind] = [now, 0]
-        return True, seen[1] if seen else 0, seen is None
-
-    def report(self, kind, message:str, exc:BaseException|None=None, level:int=logging.WARNING) -> bool:
-        "Log `message` (with `exc`'s traceback the first time) unless `kind` was logged recently."
-        ok, repeats, first = self.allow(kind)
-        if ok:
-            more = f' ({repeats} more since the last report)' if repeats else ''
-            self.logger.log(level, message + more, exc_info=exc if first and exc is not None else None)
-        return ok
-
-def exception_kind(e:BaseException) -> str:
-    "An exception's type and the place it was raised: what makes two failures the same bug."
-    tb = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
-    return f'{type(e).__name__} at {tb[0].filename.rsplit("/", 1)[-1]}:{tb[0].lineno}' if tb else type(e).__name__
-
-_noisy = RateLimitedLog(log)
-INTERNAL_ERROR = "internal error while handling the request (the server's log has the details)"
-
-# %% ../nbs/08_http.ipynb #5ddd0e61
-class _Throttle(logging.Filter):
-    "A logging filter: each distinct message at most once a minute, with the count of the ones dropped."
-    def __init__(self): super().__init__(); self.log = RateLimitedLog(None)
-    def filter(self, record):
-        ok, repeats, _ = self.log.allow(record.getMessage())
-        if ok and repeats: record.msg, record.args = f'{record.getMessage()} ({repeats} more since the last report)', ()
-        return ok
-
-def _quiet_uvicorn():
-    "Throttle uvicorn's error logger (once per process)."
-    lg = logging.getLogger('uvicorn.error')
-    if not any(isinstance(f, _Throttle) for f in lg.filters): lg.addFilter(_Throttle())
-
 # %% ../nbs/08_http.ipynb #6c86e435
 def _version_error(v:str) -> TritonError:
     return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
@@ -824,32 +722,6 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
 
 # %% ../nbs/08_http.ipynb #ad4247ed
-class _ClientGone(Exception): "The client disconnected before its body was complete."
-
-async def _receive_body(receive) -> dict:
-    msg = await receive()
-    if msg['type'] == 'http.disconnect': raise _ClientGone()
-    return msg
-
-async def _read_body(receive, limit:int) -> bytes:
-    msg = await _receive_body(receive)
-    body = msg.get('body', b'')
-    if not msg.get('more_body'): return body
-    parts, n = [body], len(body)
-    while msg.get('more_body'):
-        msg = await _receive_body(receive)
-        parts.append(msg.get('body', b'')); n += len(parts[-1])
-        if n > limit: break
-    return b''.join(parts)
-
-def _compress(resp:Response, accept:bytes) -> Response:
-    "The response in the encoding the client accepts (gzip first, then deflate), for a successful /infer answer."
-    enc = b'gzip' if b'gzip' in accept else b'deflate' if b'deflate' in accept else None
-    if enc is None or not resp.body: return resp
-    body = gzip.compress(resp.body) if enc == b'gzip' else zlib.compress(resp.body)
-    return Response(resp.status, body, list(resp.headers) + [(b'content-encoding', enc)])
-
-# %% ../nbs/08_http.ipynb #96428e98
 @patch
 async def __call__(self:HTTPFrontend, scope, receive, send):
     if scope['type'] != 'http':
@@ -887,218 +759,7 @@ CUT_AT_EXIT = 'the server is shutting down and the request did not finish within
 def _too_large(n, limit):
     return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
 
-async def _send(send, resp:Response):
-    await send({'type': 'http.response.start', 'status': resp.status,
-                'headers': resp.headers + [(b'content-length', str(len(resp.body)).encode())]})
-    await send({'type': 'http.response.body', 'body': resp.body})
 
-# %% ../nbs/08_http.ipynb #d10ce136
-async def call_asgi(app, method:str, path:str, body:bytes=b'', headers:dict|None=None) -> tuple:
-    "Call an ASGI app in process: (status, headers dict, body bytes)."
-    hdrs = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()] + [(b'content-length', str(len(body)).encode())]
-    scope = {'type': 'http', 'method': method, 'path': path, 'raw_path': path.encode(), 'headers': hdrs, 'query_string': b''}
-    sent, fed = [], [False]
-    async def receive():
-        if fed[0]: await asyncio.sleep(3600)
-        fed[0] = True
-        return {'type': 'http.request', 'body': body, 'more_body': False}
-    async def send(msg): sent.append(msg)
-    await app(scope, receive, send)
-    start = sent[0]
-    return start['status'], dict(start['headers']), b''.join(m.get('body', b'') for m in sent[1:])
-
-# %% ../nbs/08_http.ipynb #dbd2524c
-def default_max_connections() -> int:
-    "Half the process's soft open-file limit (the other half stays for gRPC, metrics and model files)."
-    import resource
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return max(16, min(soft if soft != resource.RLIM_INFINITY else 1 << 17, 1 << 17) // 2)
-
-@dataclass
-class HTTPLimits:
-    "How long a client may take to send a request, how big its head may be, and how many connections may be open."
-    header_timeout: float = 30.0            # seconds to a complete request head
-    body_timeout: float = 60.0              # seconds without a body byte
-    max_header_size: int = 64 * 1024        # bytes of request line + headers
-    max_connections: int | None = None      # None: default_max_connections()
-    body_total_timeout: float | None = None # seconds for a whole body; None: 5 x body_timeout
-
-    def __post_init__(self):
-        if self.max_connections is None: self.max_connections = default_max_connections()
-        if self.body_total_timeout is None: self.body_total_timeout = 5 * self.body_timeout
-
-# %% ../nbs/08_http.ipynb #b0fe165d
-_UPGRADE = re.compile(rb'(\r\n)upgrade[ \t]*:', re.IGNORECASE)
-
-def _raw_response(status:str, message:str) -> bytes:
-    body = json_dumps({'error': message})
-    return (f'HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n'
-            f'connection: close\r\n\r\n').encode() + body
-
-class ConnectionGuard:
-    "Mixin: caps open connections and header size; closes connections that are too slow to send a request."
-    limits: HTTPLimits = HTTPLimits()   # guarded_protocol() gives each server class its own
-    _sweeping = False                   # per class: is a sweep scheduled?
-    _deadline = None                    # loop time by which this connection must make progress; None: no limit now
-    _refused = _head_too_big = _in_head = _over_cap = _not_health = False
-    _body_end = math.inf                # loop time by which the body must be complete
-
-    def connection_made(self, transport):
-        if len(self.connections) >= self.limits.max_connections + HEALTH_SPARE:
-            self._refused = True
-            _noisy.report('connections', f'refusing connections: {len(self.connections)} are open (--http-max-connections)')
-            transport.write(_raw_response('503 Service Unavailable', f'too many open connections (limit {self.limits.max_connections})'))
-            return transport.close()
-        super().connection_made(transport)
-        self._over_cap = len(self.connections) > self.limits.max_connections   # health only, one request, one second
-        self._expect_head()
-        cls = type(self)
-        if not cls._sweeping:
-            cls._sweeping = True
-            self.loop.call_later(_SWEEP_SECS, _sweep, cls, self.connections, self.loop)
-
-    def connection_lost(self, exc):
-        if not self._refused: super().connection_lost(exc)
-
-    def _expect_head(self):
-        timeout = min(self.limits.header_timeout, 1.0) if self._over_cap else self.limits.header_timeout
-        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + timeout, 0, [], True
-
-    def data_received(self, data:bytes):
-        if self._in_head:
-            end = data.find(b'\r\n\r\n') % (len(data) + 1)      # the end of the head in this chunk (all of it if none)
-            if _UPGRADE.search(data, 0, end): data = _UPGRADE.sub(rb'\1Upgrad_:', data[:end]) + data[end:]
-        super().data_received(data)
-
-# %% ../nbs/08_http.ipynb #fd5be9c2
-@patch
-def on_message_begin(self:ConnectionGuard):
-    self._expect_head()
-    super(ConnectionGuard, self).on_message_begin()
-
-@patch
-def _count_head(self:ConnectionGuard, n:int):
-    self._head_bytes += n
-    if self._head_bytes > self.limits.max_header_size:
-        self._head_too_big = True
-        raise ValueError('request head too large')   # stops the parser; send_400_response answers 431
-
-@patch
-def on_url(self:ConnectionGuard, url):
-    self._count_head(len(url))
-    if self._over_cap and not url.startswith(b'/v2/health/'):
-        self._not_health = True
-        raise ValueError('over the connection cap')   # stops the parser; send_400_response answers 503
-    super(ConnectionGuard, self).on_url(url)
-
-@patch
-def on_header(self:ConnectionGuard, name, value):
-    self._count_head(len(name) + len(value) + 4)
-    self._raw.append((name, value))
-    super(ConnectionGuard, self).on_header(name, value)
-
-@patch
-def on_headers_complete(self:ConnectionGuard):
-    self._in_head = False
-    self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
-    self._body_end = self.loop.time() + self.limits.body_total_timeout
-    self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)
-    super(ConnectionGuard, self).on_headers_complete()
-
-@patch
-def on_body(self:ConnectionGuard, body):
-    self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)   # a trickle does not last forever
-    super(ConnectionGuard, self).on_body(body)
-
-@patch
-def on_message_complete(self:ConnectionGuard):
-    self._deadline = None
-    super(ConnectionGuard, self).on_message_complete()
-
-@patch
-def on_response_complete(self:ConnectionGuard):
-    super(ConnectionGuard, self).on_response_complete()
-    if self._over_cap: return self.transport.close()   # its one health answer is sent
-    if self.cycle is None or self.cycle.response_complete: self._expect_head()   # unless a pipelined request started
-
-@patch
-def send_400_response(self:ConnectionGuard, msg:str):
-    "Malformed HTTP gets a JSON answer too (431 for a head over --http-max-header-size), then the connection closes."
-    if self._head_too_big: data = _raw_response('431 Request Header Fields Too Large', f'request head exceeds {self.limits.max_header_size} bytes')
-    elif self._not_health: data = _raw_response('503 Service Unavailable', f'too many open connections (limit {self.limits.max_connections})')
-    else: data = _raw_response('400 Bad Request', msg)
-    self.transport.write(data)
-    self.transport.close()
-
-# %% ../nbs/08_http.ipynb #8d5d3253
-_SWEEP_SECS = 0.5
-HEALTH_SPARE = 64   # connections past --http-max-connections that may still ask /v2/health/*
-
-def _sweep(cls, connections:set, loop):
-    "Close the connections that missed their deadline; again in a moment while any are open."
-    now = loop.time()
-    for c in list(connections):
-        if c._deadline is not None and c._deadline < now and not c.transport.is_closing():
-            _noisy.report('slow', 'closing connections that did not send a request in time (--http-header-timeout-secs / --http-body-timeout-secs)')
-            c.transport.close()
-    if connections: loop.call_later(_SWEEP_SECS, _sweep, cls, connections, loop)
-    else: cls._sweeping = False
-
-def guarded_protocol(limits:HTTPLimits|None=None):
-    "uvicorn's httptools protocol with `limits` enforced: a class, as uvicorn.Config(http=...) takes it."
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    return type('GuardedHttpToolsProtocol', (ConnectionGuard, HttpToolsProtocol), {'limits': limits or HTTPLimits()})
-
-# %% ../nbs/08_http.ipynb #7bd7dc2a
-def _uvicorn_config(app, limits:HTTPLimits|None=None, **kw):
-    import uvicorn
-    config = uvicorn.Config(app, loop='uvloop', http=guarded_protocol(limits), lifespan='off', access_log=False, proxy_headers=False,
-                            log_level='warning', server_header=False, date_header=False, **kw)
-    _quiet_uvicorn()
-    return config
-
-def bind_socket(host:str='0.0.0.0', port:int=0) -> socket.socket:
-    "A listening TCP socket (port 0: any free port), with Nagle's algorithm off for its connections."
-    sock = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port)); sock.listen(2048); sock.setblocking(False)
-    return sock
-
-# %% ../nbs/08_http.ipynb #299c43a8
-class HTTPService:
-    "Run ASGI apps (the HTTP frontend, the metrics app) with uvicorn in a background thread."
-    def __init__(self, apps:dict, exit_timeout_secs:float=30, limits:HTTPLimits|None=None):
-        self.apps, self.exit_timeout, self.limits = apps, exit_timeout_secs, limits   # {app: socket}
-        self.servers, self._thread, self._ready = [], None, threading.Event()
-
-    @property
-    def ports(self) -> list: return [s.getsockname()[1] for s in self.apps.values()]
-
-    def start(self):
-        import uvicorn
-        self.servers = [uvicorn.Server(_uvicorn_config(app, self.limits, timeout_graceful_shutdown=self.exit_timeout)) for app in self.apps]
-        for s in self.servers: s.install_signal_handlers = lambda: None
-        async def main():
-            tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(self.servers, self.apps.values())]
-            self._ready.set()
-            await asyncio.gather(*tasks)
-        def run():
-            import uvloop
-            uvloop.run(main())
-        self._thread = threading.Thread(target=run, name='triton_mini:http', daemon=True)
-        self._thread.start(); self._ready.wait()
-        while not all(s.started for s in self.servers): threading.Event().wait(0.005)
-        return self
-
-    def stop(self):
-        for s in self.servers: s.should_exit = True
-        if self._thread is not None: self._thread.join(self.exit_timeout + 5)
-        for app in self.apps:
-            if hasattr(app, 'close'): app.close()      # the HTTP front end's worker process
-
-    def __enter__(self): return self.start()
-    def __exit__(self, *exc): self.stop()
 
 # %% ../nbs/08_http.ipynb #fc08bd18
 class _NeedsServer(BaseException):

@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
 from .pb_utils import MetricFamily
-from .http_server import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
+from .asgi import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
 
 # %% auto #0
 __all__ = ['REQUEST_FAMILIES', 'PENDING', 'BATCH_BUCKETS', 'family', 'histogram_samples', 'MetricsCollector',

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, logging, os, threading, time
+import asyncio, importlib, logging, os, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -18,7 +18,6 @@ from .model_config_utils import autofill_config, validate_config
 from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE, check_config_paths, model_path
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
-from .python_backend import PythonBackend, PythonBasedBackend, find_python_based_backend
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
 from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
@@ -27,8 +26,10 @@ from .shared_memory import SharedMemoryRegistry
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'MAX_STRING_CORRELATION_ID', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'check_runtime',
-           'read_labels', 'check_correlation_id', 'call_in_loop']
+__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS', 'COMPOSITION_ROOT',
+           'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class', 'check_runtime',
+           'read_labels', 'check_correlation_id', 'call_in_loop', 'off_loop', 'run_loop', 'output_bytes', 'classify',
+           'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -164,12 +165,24 @@ class TritonServer:
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
 
     def default_backends(self) -> BackendRegistry:
-        "The backends a new server knows: Python and ONNX Runtime, plus the seed's teaching backends."
-        from triton_mini.onnx_backend import ONNXRuntimeBackend
-        return BackendRegistry([PythonBackend(self, self.metric_families, self.python_backend_mode), ONNXRuntimeBackend(),
-                                IdentityBackend(), ClassificationBackend(), LLMBackend()])
+        "The backends a new server knows: Python and ONNX Runtime (built when a model first needs them), the seed's teaching backends."
+        reg = BackendRegistry([IdentityBackend(), ClassificationBackend(), LLMBackend()])
+        reg.register_lazy('python', 'model.py', lambda: backend_class('python')(self, self.metric_families, self.python_backend_mode))
+        reg.register_lazy('onnxruntime', 'model.onnx', lambda: backend_class('onnxruntime')())
+        return reg
 
     def __repr__(self): return f'TritonServer({self.repository!r})'
+
+# %% ../nbs/07_server.ipynb #c509450c
+BACKEND_CLASSES = {'python': 'triton_mini.python_backend:PythonBackend',        # name -> 'module:attribute'
+                   'onnxruntime': 'triton_mini.onnx_backend:ONNXRuntimeBackend',
+                   'python-based': 'triton_mini.python_backend:PythonBasedBackend',
+                   'find-python-based': 'triton_mini.python_backend:find_python_based_backend'}
+
+def backend_class(name:str):
+    "The backend implementation registered under `name` in BACKEND_CLASSES, imported now."
+    module, attr = BACKEND_CLASSES[name].split(':')
+    return getattr(importlib.import_module(module), attr)
 
 # %% ../nbs/07_server.ipynb #c49150de
 @patch
@@ -195,9 +208,9 @@ def complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:b
 def _backend_for(self:TritonServer, cfg:ModelConfig, model_dir:Path) -> tuple:
     "The name of the model's backend and the backend (None when there is none by that name)."
     name = self.backends.backend_name_for(cfg, model_dir)
-    if name not in self.backends and (f := find_python_based_backend(self.backend_directory, name)) is not None:
-        self.backends.register(PythonBasedBackend(name, f, self, self.metric_families, self.python_backend_mode))
-    return name, self.backends._backends.get(name)
+    if name not in self.backends and (f := backend_class('find-python-based')(self.backend_directory, name)) is not None:
+        self.backends.register(backend_class('python-based')(name, f, self, self.metric_families, self.python_backend_mode))
+    return name, self.backends.get(name) if name in self.backends else None
 
 # %% ../nbs/07_server.ipynb #50fc63c6
 @patch
@@ -423,6 +436,58 @@ async def stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
             yield resp
         if final: return
 
+# %% ../nbs/07_server.ipynb #08713dda
+def _resolve(fut, resp):
+    if not fut.done(): fut.set_result(resp)
+
+@patch
+def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
+    "Submit `req` from asyncio code: (the model version it went to, a future of its final response)."
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    def done(r, resp, final):
+        if final: call_in_loop(loop, _resolve, fut, resp)
+    req.response_callback = done
+    return self.submit(req), fut
+
+# %% ../nbs/07_server.ipynb #17c9015d
+OFF_LOOP_BYTES = 64 * 1024
+
+async def off_loop(size:int, f, *args):
+    "`f(*args)`, on a thread when `size` (the bytes it works through) could hold the event loop past a millisecond."
+    if size <= OFF_LOOP_BYTES: return f(*args)
+    return await asyncio.to_thread(f, *args)
+
+def run_loop(main):
+    "Run coroutine `main` to completion on uvloop (libuv's loop: faster) when it is installed, else on asyncio's own."
+    try: import uvloop
+    except ImportError: return asyncio.run(main)
+    return uvloop.run(main)
+
+def output_bytes(resp) -> int:
+    "Roughly the work of encoding `resp`: its outputs' bytes (8 per BYTES element)."
+    return sum(getattr(a, 'nbytes', 0) for a in resp.outputs.values())
+
+# %% ../nbs/07_server.ipynb #10864f08
+def classify(arr:np.ndarray, k:int, batching:bool, labels:list|None=None) -> np.ndarray:
+    "Triton's classification extension: the top-k of each batch row as BYTES 'value:index[:label]'."
+    rows = arr.reshape(arr.shape[0], -1) if batching else arr.reshape(1, -1)
+    out = []
+    for row in rows:
+        idx = np.argsort(-row.astype(np.float64), kind='stable')[:k]
+        out.append([(f'{float(row[i]):f}:{i}' + (f':{labels[i]}' if labels and i < len(labels) else '')).encode() for i in idx])
+    res = np.array(out, dtype=object)
+    return res if batching else res[0]
+
+# %% ../nbs/07_server.ipynb #69162146
+DEFAULT_LOG_SETTINGS = {'log_file': '', 'log_info': True, 'log_warning': True, 'log_error': True,
+                        'log_verbose_level': 0, 'log_format': 'default'}
+
+def apply_log_settings(s:dict):
+    "Set triton_mini's log level from Triton's log settings (verbose > info > warning > error)."
+    lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
+    logging.getLogger('triton_mini').setLevel(lvl)
+
 # %% ../nbs/07_server.ipynb #3ae26857
 @patch
 def is_live(self:TritonServer) -> bool: return True
@@ -516,6 +581,7 @@ def repository_index(self:TritonServer, ready:bool=False) -> list:
 @patch
 def serve_http(self:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
     "Serve this (started) server over HTTP and metrics until SIGINT/SIGTERM."
-    from triton_mini.cli import serve
     if not self._started: self.start()
-    serve(self, host, port, metrics_port, exit_timeout_secs)
+    importlib.import_module(COMPOSITION_ROOT).serve(self, host, port, metrics_port, exit_timeout_secs)
+
+COMPOSITION_ROOT = 'triton_mini.cli'   # the module that puts front ends on sockets: named, not imported, by the core
