@@ -14,8 +14,8 @@ from .backend import InferenceRequest, InferenceResponse
 from .scheduler import ModelStatistics
 
 # %% auto #0
-__all__ = ['EnsembleGraph', 'ensemble_graph', 'validate_ensemble_graph', 'validate_ensemble_models', 'EnsembleScheduler',
-           'ensemble_dot']
+__all__ = ['EnsembleGraph', 'ensemble_graph', 'ensemble_dot', 'validate_ensemble_graph', 'validate_ensemble_models',
+           'EnsembleScheduler']
 
 # %% ../nbs/06_ensemble.ipynb #fd309b37
 @dataclass
@@ -38,6 +38,17 @@ def ensemble_graph(config:ModelConfig) -> EnsembleGraph:
                 raise TritonError(f"ensemble tensor '{t}' can appear in an output map only once for ensemble '{config.name}' step {i}", 'INVALID_ARG')
             producer[t] = i
     return EnsembleGraph(producer, consumers, [list(s.input_map.values()) for s in steps], [list(s.output_map.values()) for s in steps])
+
+# %% ../nbs/06_ensemble.ipynb #b5f2db76
+def ensemble_dot(config:ModelConfig) -> str:
+    "The ensemble as a Graphviz `dot` graph (tensors as ellipses, steps as boxes)."
+    lines = [f'digraph "{config.name}" {{', '  rankdir=LR; node [fontsize=10];']
+    for t in [i.name for i in config.input] + [o.name for o in config.output]: lines.append(f'  "{t}" [shape=ellipse, style=bold];')
+    for i, s in enumerate(config.ensemble_scheduling.step):
+        lines.append(f'  "step{i}" [shape=box, label="{s.model_name}"];')
+        lines += [f'  "{t}" -> "step{i}" [label="{k}", fontsize=8];' for k, t in s.input_map.items()]
+        lines += [f'  "step{i}" -> "{t}" [label="{k}", fontsize=8];' for k, t in s.output_map.items()]
+    return '\n'.join(lines + ['}'])
 
 # %% ../nbs/06_ensemble.ipynb #41fc9e37
 def validate_ensemble_graph(config:ModelConfig) -> EnsembleGraph:
@@ -233,14 +244,3 @@ class EnsembleScheduler:
     def start(self): return self
     def stop(self, timeout=None): pass
     def __repr__(self): return f'EnsembleScheduler({self.config.name!r}, steps={[s.model_name for s in self.steps]})'
-
-# %% ../nbs/06_ensemble.ipynb #b5f2db76
-def ensemble_dot(config:ModelConfig) -> str:
-    "The ensemble as a Graphviz `dot` graph (tensors as ellipses, steps as boxes)."
-    lines = [f'digraph "{config.name}" {{', '  rankdir=LR; node [fontsize=10];']
-    for t in [i.name for i in config.input] + [o.name for o in config.output]: lines.append(f'  "{t}" [shape=ellipse, style=bold];')
-    for i, s in enumerate(config.ensemble_scheduling.step):
-        lines.append(f'  "step{i}" [shape=box, label="{s.model_name}"];')
-        lines += [f'  "{t}" -> "step{i}" [label="{k}", fontsize=8];' for k, t in s.input_map.items()]
-        lines += [f'  "step{i}" -> "{t}" [label="{k}", fontsize=8];' for k, t in s.output_map.items()]
-    return '\n'.join(lines + ['}'])
