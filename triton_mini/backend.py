@@ -54,7 +54,9 @@ class InferenceRequest:
     batch_size: int = 1                   # set by the server: first dim of the inputs when max_batch_size > 0
     arrival_ns: int = 0                   # set by the server when the request is accepted
     queue_end_ns: int = 0                 # set by the scheduler when the request leaves the queue
+    cancelled: bool = False               # set by cancel(): the model reads it through is_cancelled()
     _done: bool = False
+    _on_cancel: object = None             # set by whoever runs the request elsewhere (a stub process) to hear of cancel()
 
     def send(self, response:InferenceResponse, final:bool=True):
         "Deliver `response` to the submitter; `final` ends the request (TRITONBACKEND_ResponseSend)."
@@ -64,6 +66,12 @@ class InferenceRequest:
 
     @property
     def done(self): return self._done
+
+    def cancel(self):
+        "Ask for the request to stop (TRITONSERVER_InferenceRequestCancel): a model that checks `is_cancelled()` may end it early."
+        if self.cancelled or self._done: return
+        self.cancelled = True
+        if self._on_cancel is not None: self._on_cancel()
 
     def __repr__(self):
         ins = ', '.join(f'{k}: {v.dtype}{list(v.shape)}' for k, v in self.inputs.items())

@@ -164,6 +164,8 @@ class _EnsembleRun:
         self.pool, self.produced = dict(req.inputs), []
         self.todo, self.running, self.failed = set(range(len(sched.steps))), 0, False
         self.sent, self.step_ns = {}, 0   # when each step was submitted; the steps' total duration
+        self.steps_in_flight = {}         # step -> its request, until its final response (cancel reaches them)
+        req._on_cancel = self._cancel_steps
 
     def start(self):
         self.req.queue_end_ns = self.sched.clock()   # an ensemble has no queue of its own
@@ -178,13 +180,19 @@ class _EnsembleRun:
 # %% ../nbs/06_ensemble.ipynb #f6431ca7
 @patch
 def _dispatch(self:_EnsembleRun, steps:list):
-    "Submit each step as a request to its composing model."
+    "Submit each step as a request to its composing model (none once the ensemble's request was cancelled)."
+    if self.req.cancelled:
+        with self.lock:
+            if self.failed: return
+            self.failed = True
+        return self._finish(InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
     for i in steps:
         s = self.sched.steps[i]
         self.sent[i] = self.sched.clock()
         sub = InferenceRequest(s.model_name, {k: self.pool[t] for k, t in s.input_map.items()}, model_version=s.model_version,
                                id=self.req.id, requested_outputs=list(s.output_map), parameters=self.req.parameters,
                                response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
+        self.steps_in_flight[i] = sub
         try: self.sched.submit(sub)
         except TritonError as e: self._on_step(i, InferenceResponse(error=e), True)
 
@@ -200,6 +208,7 @@ def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
             for key, t in self.sched.steps[i].output_map.items():
                 if key in resp.outputs and t not in self.pool: self.pool[t] = resp.outputs[key]; self.produced.append(t)
         if not final: return
+        self.steps_in_flight.pop(i, None)
         self.running, self.step_ns = self.running - 1, self.step_ns + self.sched.clock() - self.sent[i]
         ready = self._runnable()
         done = not ready and self.running == 0
@@ -207,6 +216,11 @@ def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
     elif done: self._complete()
 
 # %% ../nbs/06_ensemble.ipynb #3caf278d
+@patch
+def _cancel_steps(self:_EnsembleRun):
+    "The ensemble's request was cancelled: so are its running steps; no further step starts (`_dispatch`)."
+    for sub in list(self.steps_in_flight.values()): sub.cancel()
+
 @patch
 def _complete(self:_EnsembleRun):
     wanted = self.sched.outputs if self.req.requested_outputs is None else self.req.requested_outputs

@@ -443,10 +443,7 @@ async def CudaSharedMemoryRegister(self:GRPCFrontend, request, context): raise T
 async def CudaSharedMemoryUnregister(self:GRPCFrontend, request, context): return pb.CudaSharedMemoryUnregisterResponse()
 
 # %% ../nbs/08a_grpc.ipynb #f72cd0a9
-def _cancel_if_queued(m, req:InferenceRequest) -> bool:
-    "Drop `req` from `m`'s scheduler if it still waits there (answered CANCELLED, counted CANCELED); False if it runs or ran."
-    sched = getattr(m, 'scheduler', None)
-    return req is not None and sched is not None and hasattr(sched, 'cancel') and sched.cancel(req)
+#| export
 
 # %% ../nbs/08a_grpc.ipynb #96f6895a
 @patch
@@ -460,7 +457,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     m, fut = self.server.submit_future(req)
     try: resp = await fut
     except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
-        _cancel_if_queued(m, req)
+        self.server.cancel(req, m)
         raise
     if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
     if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
@@ -590,8 +587,9 @@ def _reply(self:StreamRequest, error:str|None, final:bool):
 # %% ../nbs/08a_grpc.ipynb #3d869bec
 @patch
 def cancel_queued(self:InferStream):
-    "Drop the stream's requests still queued in a scheduler (those executing finish; their responses go nowhere)."
-    for call in list(self.calls): _cancel_if_queued(call.m, call.req)
+    "Cancel the stream's requests: those still queued are dropped, those executing see `is_cancelled()` and may stop."
+    for call in list(self.calls):
+        if call.req is not None: self.server.cancel(call.req, call.m)
 
 # %% ../nbs/08a_grpc.ipynb #12f05048
 @patch

@@ -266,7 +266,9 @@ class InferenceRequest:
     def flags(self) -> int: return self._flags
     def timeout(self) -> int: return self._timeout
     def requested_output_names(self) -> set: return self._requested
-    def is_cancelled(self) -> bool: return False
+    def is_cancelled(self) -> bool:
+        "Whether the client gave up on this request (a BLS request the model built is never cancelled)."
+        return self._core is not None and self._core.cancelled
     def set_release_flags(self, flags:int): self._release_flags = flags
     def trace(self): return None
     def parameters(self) -> str:
@@ -364,7 +366,9 @@ class InferenceResponseSender:
         self._closed = final
         self._core.send(None if response is None else to_core_response(response, self._keep), final)
 
-    def is_cancelled(self) -> bool: return False
+    def is_cancelled(self) -> bool:
+        "Whether the client gave up on the request: a decoupled model checks this between responses and stops."
+        return self._core.cancelled
 
 # %% ../nbs/04_pb_utils.ipynb #a9d24c16
 @patch

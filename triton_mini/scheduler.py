@@ -218,6 +218,7 @@ def _next_batch(self:Scheduler, inst:ModelInstance):
 @patch
 def _worker(self:Scheduler, inst:ModelInstance):
     while (batch := self._next_batch(inst)) is not None:   # `_take`, guarded (above)
+        if any(r.cancelled for r in batch) and not (batch := self._drop_cancelled(batch)): continue   # see Cancellation
         self._running[inst.name] = batch
         try: self._run(inst, batch)
         except BaseException as e:
@@ -557,6 +558,15 @@ def cancel(self:Scheduler, req:InferenceRequest) -> bool:
         self.stats.record_request(req, False, self.clock(), 'CANCELED')
         _deliver(req, InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
     return found
+
+@patch
+def _drop_cancelled(self:Scheduler, batch:list) -> list:
+    "A batch without the requests cancelled while they waited (Triton checks when it forms a batch): they are answered CANCELLED."
+    for r in batch:
+        if r.cancelled:
+            self.stats.record_request(r, False, self.clock(), 'CANCELED')
+            _deliver(r, InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
+    return [r for r in batch if not r.cancelled]
 
 @patch
 def _remove(self:DefaultScheduler, req:InferenceRequest) -> bool:

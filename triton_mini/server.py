@@ -450,6 +450,14 @@ def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     req.response_callback = done
     return self.submit(req), fut
 
+# %% ../nbs/07_server.ipynb #f7bc7af8
+@patch
+def cancel(self:TritonServer, req:InferenceRequest, m:LoadedModel|None=None) -> bool:
+    "Cancel `req` (TRITONSERVER_InferenceRequestCancel) submitted to `m`; True when it was still queued and is now dropped."
+    req.cancel()
+    sched = getattr(m, 'scheduler', None)
+    return sched is not None and hasattr(sched, 'cancel') and sched.cancel(req)
+
 # %% ../nbs/07_server.ipynb #17c9015d
 OFF_LOOP_BYTES = 64 * 1024
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import functools, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -54,7 +54,7 @@ def recv_message(conn:Connection):
 
 # %% ../nbs/04c_stub_process.ipynb #b94bbb63
 WIRE_FIELDS = ('model_name', 'inputs', 'model_version', 'id', 'requested_outputs', 'parameters', 'priority',
-               'timeout_us', 'correlation_id', 'flags', 'batch_size', 'arrival_ns', 'queue_end_ns')
+               'timeout_us', 'correlation_id', 'flags', 'batch_size', 'arrival_ns', 'queue_end_ns', 'cancelled')
 
 def request_to_wire(r:InferenceRequest) -> dict:
     "What a stub needs of a request: everything but its callback."
@@ -79,6 +79,7 @@ class Stub:
         self.conn, self.lock, self.instance = conn, threading.Lock(), None
         self.read_lock = threading.Lock()   # one reader at a time (see _serve_loop)
         self.calls, self.bls, self._ids = {}, {}, itertools.count()   # what the model asked of the server, by id
+        self.running = {}   # batch id -> its requests, while the model may still answer them (for `cancel`)
 
     def send(self, msg): send_message(self.conn, msg, self.lock)
 
@@ -128,8 +129,9 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
     requests = []
     for i, fields in enumerate(wire_requests):
         r = InferenceRequest(**fields)
-        r.response_callback = lambda req, resp, final, i=i: self.send(('send', batch_id, i, resp, final))
+        r.response_callback = lambda req, resp, final, i=i: self._sent(batch_id, i, resp, final)
         requests.append(r)
+    self.running[batch_id] = requests
     self.instance.failed = False   # as the scheduler does before each execute in the thread mode
     try:
         out = self.instance.execute(requests)
@@ -137,7 +139,20 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
     except BaseException as e:   # SystemExit and friends: the batch fails, the stub serves on (as the thread mode)
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
+    if not self.instance.decoupled or all(r.done for r in requests): self.running.pop(batch_id, None)
     self.send(('done', batch_id, out, timing, failed))
+
+@patch
+def _sent(self:Stub, batch_id:int, i:int, resp, final:bool):
+    "A response the model sent through a sender: to the server; a decoupled batch is forgotten once every request ended."
+    self.send(('send', batch_id, i, resp, final))
+    if final and all(r.done for r in self.running.get(batch_id, ())): self.running.pop(batch_id, None)
+
+@patch
+def _cancel(self:Stub, batch_id:int, i:int):
+    "The server cancelled request `i` of a batch: `is_cancelled()` turns true for the model, with no round trip."
+    requests = self.running.get(batch_id)
+    if requests is not None and i < len(requests): requests[i].cancelled = True
 
 @patch
 def _finalize(self:Stub):
@@ -512,10 +527,18 @@ def _run_batch(self:StubModelInstance, requests:list):
         return None
     batch_id, fut = next(self._ids), Future()
     with self._lock: self._batches[batch_id] = (requests, fut)
+    for i, r in enumerate(requests): r._on_cancel = functools.partial(self._cancel_in_stub, batch_id, i)
     try: self._send(('execute', batch_id, [request_to_wire(r) for r in requests]))
     except OSError: pass   # the stub is gone; the reader fails the batch
     out, self.timing, self.failed = self._wait(fut)
     return out
+
+@patch
+def _cancel_in_stub(self:StubModelInstance, batch_id:int, i:int):
+    "A request of a batch in the stub was cancelled: tell the stub, which sets the flag the model reads."
+    if self.healthy and not self._gone:
+        try: self._send(('cancel', batch_id, i))
+        except OSError: pass   # the stub is gone: nothing runs the request any more
 
 @patch
 def _wait(self:StubModelInstance, fut:Future):
