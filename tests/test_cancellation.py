@@ -152,3 +152,20 @@ ensemble_scheduling { step [
         resp = w.wait(10)[0]
         assert resp.error is not None and resp.error.code == 'CANCELLED' and time.monotonic() - t < 5
         assert server.statistics('slow')['model_stats'][0]['inference_stats']['success']['count'] == 1   # step 2 never ran
+
+
+@pytest.mark.parametrize('route', ['generate_stream', 'generate'])
+def test_an_http_client_that_disconnects_from_generate_cancels(route, tmp_path, mini):
+    "triton_mini's own: Triton 2.51 keeps generating for a gone HTTP client; here the model sees is_cancelled()."
+    import socket
+    model(tmp_path, 'tokens', TOKENS, 'TOKEN', 'thread', True)
+    s = mini(tmp_path, metrics=False)
+    body = b'{"IN": 1}'
+    sock = socket.create_connection(('127.0.0.1', s.http_port))
+    sock.sendall(f'POST /v2/models/tokens/{route} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n'.encode() + body)
+    if route == 'generate_stream':                                        # read until the stream has started
+        seen = b''
+        while b'data: ' not in seen: seen += sock.recv(65536)
+    else: time.sleep(0.3)                                                 # generate answers at the end: it is running
+    sock.close()
+    assert int(stopped_after(tmp_path, 'tokens')) < 400

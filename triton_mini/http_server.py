@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'DEEP_JSON_BYTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'parse_json', 'gc_paused',
            'parse_deep_json', 'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length',
            'encode_infer_response', 'parse_path', 'HTTPFrontend', 'inflate', 'decode_generate', 'generate_json',
-           'api_group', 'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields', 'cuda_register',
-           'cuda_status', 'shm_placement', 'shm_output']
+           'cancel_on_disconnect', 'api_group', 'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields',
+           'cuda_register', 'cuda_status', 'shm_placement', 'shm_output']
 
 # %% ../nbs/08_http.ipynb #643ca634
 def error_response(err:TritonError, headers=None) -> Response:
@@ -618,17 +618,28 @@ def _submit_stream(server, req):
     req.response_callback = lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final))
     return server.submit(req), queue
 
+def cancel_on_disconnect(receive, server, req, m):
+    "A task that cancels `req` when the client disconnects before its answer is complete (None without `receive`)."
+    if receive is None: return None
+    async def watch():
+        while (await receive())['type'] != 'http.disconnect': pass
+        server.cancel(req, m)   # a no-op once the request has its final response
+    return asyncio.ensure_future(watch())
+
 @patch
-async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Response:
+async def _generate(self:HTTPFrontend, name, version, body, headers={}, receive=None) -> Response:
     m = self.server.repository.get(name, version)
     _identity_only(headers)
     req = await off_loop(len(body), decode_generate, m, body)
     m, queue = _submit_stream(self.server, req)
-    responses = []
-    while True:
-        resp, final = await queue.get()
-        if resp is not None: responses.append(resp)
-        if final: break
+    watcher, responses = cancel_on_disconnect(receive, self.server, req, m), []
+    try:
+        while True:
+            resp, final = await queue.get()
+            if resp is not None: responses.append(resp)
+            if final: break
+    finally:
+        if watcher is not None: watcher.cancel()
     if len(responses) == 1 and responses[0].error is not None:      # Triton: 400, whatever the error's code
         return Response(400, json_dumps({'error': responses[0].error.message}))
     if len(responses) != 1:
@@ -639,22 +650,25 @@ async def _generate(self:HTTPFrontend, name, version, body, headers={}) -> Respo
 _SSE = [(b'content-type', b'text/event-stream; charset=utf-8')]
 
 @patch
-async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}):
+async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}, receive=None):
     "Stream each response as a Server-Sent Event; the status follows the first response."
     m = self.server.repository.get(name, version)
     _identity_only(headers)
     req = await off_loop(len(body), decode_generate, m, body)
     m, queue = _submit_stream(self.server, req)
-    started = False
-    while True:
-        resp, final = await queue.get()
-        if resp is not None:
-            event = json_dumps({'error': resp.error.message}) if resp.error is not None else generate_json(req, resp)
-            if not started:
-                await send({'type': 'http.response.start', 'status': 400 if resp.error is not None else 200, 'headers': _SSE})
-                started = True
-            await send({'type': 'http.response.body', 'body': b'data: ' + event + b'\n\n', 'more_body': True})
-        if final: break
+    watcher, started = cancel_on_disconnect(receive, self.server, req, m), False
+    try:
+        while True:
+            resp, final = await queue.get()
+            if resp is not None:
+                event = json_dumps({'error': resp.error.message}) if resp.error is not None else generate_json(req, resp)
+                if not started:
+                    await send({'type': 'http.response.start', 'status': 400 if resp.error is not None else 200, 'headers': _SSE})
+                    started = True
+                await send({'type': 'http.response.body', 'body': b'data: ' + event + b'\n\n', 'more_body': True})
+            if final: break
+    finally:
+        if watcher is not None: watcher.cancel()
     if not started: await send({'type': 'http.response.start', 'status': 200, 'headers': _SSE})
     await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
 
@@ -692,7 +706,7 @@ def _version_error(v:str) -> TritonError:
     return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
 
 @patch
-async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None) -> Response | None:
+async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:bytes, send=None, raw_headers=None, receive=None) -> Response | None:
     route = parse_path(path)
     if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
@@ -704,8 +718,8 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         if isinstance(version, str): raise _version_error(version)
         if kind == 'model':
             if action == 'infer': return await self._infer(name, version, body, headers, raw_headers)
-            if action == 'generate': return await self._generate(name, version, body, headers)
-            if action == 'generate_stream': return await self._generate_stream(name, version, body, send, headers)
+            if action == 'generate': return await self._generate(name, version, body, headers, receive)
+            if action == 'generate_stream': return await self._generate_stream(name, version, body, send, headers, receive)
             return self._model_get(name, version, action)
         if kind == 'health': return self._health(action, body, headers)
         if kind == 'server': return self._server()
@@ -748,7 +762,7 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
     path = (scope.get('raw_path') or scope['path'].encode()).split(b'?', 1)[0]
     raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
-    resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw)
+    resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw, receive)
     if resp is None: return          # a stream that already sent itself
     if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
         resp = await off_loop(len(resp.body), _compress, resp, headers[b'accept-encoding'])
