@@ -24,12 +24,36 @@ class TritonPythonModel:
 '''
 
 
+FAILS_PY = '''import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            if (x < 0).any(): out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative")))
+            else: out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
+        return out
+'''
+
+ENSEMBLE = '''name: "ens"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+response_cache { enable: true }
+ensemble_scheduling { step [ { model_name: "plain" model_version: -1 input_map { key: "INPUT0" value: "X" } output_map { key: "OUTPUT0" value: "Y" } } ] }
+'''
+
+
 def write_repo(root:Path) -> Path:
-    "`cached` (response_cache enabled) and `plain` identity models."
-    for name, extra in (('cached', 'response_cache { enable: true }\n'), ('plain', '')):
+    "`cached` (response_cache enabled) and `plain` identity models, `fails` (an error for negative inputs), `ens` (cached, over plain)."
+    for name, extra, py in (('cached', 'response_cache { enable: true }\n', MODEL_PY), ('plain', '', MODEL_PY),
+                            ('fails', 'response_cache { enable: true }\n', FAILS_PY)):
         (root / name / '1').mkdir(parents=True)
         (root / name / 'config.pbtxt').write_text(CONFIG.format(name=name, extra=extra))
-        (root / name / '1' / 'model.py').write_text(MODEL_PY)
+        (root / name / '1' / 'model.py').write_text(py)
+    (root / 'ens' / '1').mkdir(parents=True)
+    (root / 'ens' / 'config.pbtxt').write_text(ENSEMBLE)
     return root
 
 
@@ -94,6 +118,38 @@ def test_hits_skip_the_model(mini, repo):
     assert samples['nv_cache_num_misses_per_model{model="cached",version="1"}'] == 2
     assert (samples['nv_cache_num_entries'], samples['nv_cache_num_lookups'], samples['nv_cache_num_hits']) == (2, 6, 4)
     assert not any('plain' in k for k in samples)          # a model that does not ask has no cache series
+
+
+def test_ensemble_caches_its_top_level(mini, repo):
+    "An ensemble with response_cache: hits skip the whole graph; its step (no response_cache) ran once."
+    s = mini(repo, response_cache=ResponseCache(1 << 20))
+    ens = {'inputs': [{'name': 'X', 'datatype': 'FP32', 'shape': [1, 2], 'data': [1, 2]}]}
+    assert [infer(s.http_port, 'ens', ens)['outputs'][0]['data'] for _ in range(3)] == [[1, 2]] * 3
+    c, step = counts(stats(s.http_port, 'ens')), counts(stats(s.http_port, 'plain'))
+    assert (c['success'], c['cache_hit'], c['cache_miss']) == (3, 2, 1)
+    assert (step['execution_count'], step['cache_hit'], step['cache_miss']) == (1, 0, 0)
+
+
+def test_errors_are_not_cached(mini, repo):
+    "Unlike Triton 2.51 (test_error_responses_against_real_triton): a failed request runs again."
+    s = mini(repo, response_cache=ResponseCache(1 << 20))
+    for _ in range(2):
+        status, _, text = ts.http(s.http_port, 'POST', '/v2/models/fails/infer', body([-1, 2]))
+        assert status != 200 and json.loads(text) == {'error': 'negative'}
+    c = counts(stats(s.http_port, 'fails'))
+    assert (c['execution_count'], c['cache_hit'], c['cache_miss']) == (2, 0, 0)
+
+
+def test_grpc_hits(mini, repo):
+    grpcclient = pytest.importorskip('tritonclient.grpc')
+    import numpy as np
+    s = mini(repo, grpc=True, response_cache=ResponseCache(1 << 20))
+    client = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
+    x = grpcclient.InferInput('INPUT0', [1, 3], 'FP32'); x.set_data_from_numpy(np.array([[1, 2, 3]], np.float32))
+    outs = [client.infer('cached', [x]).as_numpy('OUTPUT0').tolist() for _ in range(3)]
+    assert outs == [[[1, 2, 3]]] * 3
+    st = client.get_inference_statistics('cached', as_json=True)['model_stats'][0]['inference_stats']
+    assert (int(st['cache_hit']['count']), int(st['cache_miss']['count'])) == (2, 1)
 
 
 def test_model_without_server_cache_runs_every_request(mini, repo):
@@ -174,6 +230,23 @@ def test_matches_real_triton(real_triton, mini, repo):
     assert set(ms) == set(rs)                             # the same series and labels
     counted = [k for k in rs if 'duration' not in k and k != 'nv_cache_util']
     assert {k: ms[k] for k in counted} == {k: rs[k] for k in counted}
+
+
+@pytest.mark.oracle
+def test_ensemble_and_errors_against_real_triton(real_triton, mini, repo):
+    """An ensemble's top-level cache counts as Triton's; an error response is where we differ on purpose: Triton 2.51
+    caches it as an entry with no outputs, so the repeated request gets 200 {"outputs": []}; triton_mini runs it again."""
+    real = real_triton(repo, '--cache-config', 'local,size=1048576')
+    ours = mini(repo, response_cache=ResponseCache(1048576))
+    ens = {'inputs': [{'name': 'X', 'datatype': 'FP32', 'shape': [1, 2], 'data': [1, 2]}]}
+    for _ in range(3): assert infer(ours.http_port, 'ens', ens)['outputs'] == infer(real.http_port, 'ens', ens)['outputs']
+    for model in ('ens', 'plain'): assert counts(stats(ours.http_port, model)) == counts(stats(real.http_port, model))
+    first, again = (ts.http(real.http_port, 'POST', '/v2/models/fails/infer', body([-1, 2])) for _ in range(2))
+    assert json.loads(first[2]) == {'error': 'negative'}
+    assert (again[0], json.loads(again[2])['outputs']) == (200, [])      # Triton's cached error: an empty success
+    assert counts(stats(real.http_port, 'fails'))['cache_hit'] == 1
+    for _ in range(2): assert json.loads(ts.http(ours.http_port, 'POST', '/v2/models/fails/infer', body([-1, 2]))[2]) == {'error': 'negative'}
+    assert counts(stats(ours.http_port, 'fails'))['cache_hit'] == 0
 
 
 @pytest.mark.oracle

@@ -51,7 +51,7 @@ class ResponseCache:
     "Triton's `local` response cache: responses by request key, least recently used evicted first, at most `size` bytes."
     def __init__(self, size:int): # Bytes of response data the cache may hold (`--cache-config local,size=N`)
         self.size, self.used = int(size), 0
-        self._entries = OrderedDict()     # key -> (outputs, parameters, bytes); oldest first
+        self._entries = OrderedDict()     # key -> (outputs, bytes); oldest first
         self._lock = threading.Lock()
         self.num_hits = self.num_misses = self.num_lookups = self.num_evictions = 0
         self.lookup_ns = self.insertion_ns = 0
@@ -76,8 +76,7 @@ def lookup(self:ResponseCache, key:str) -> InferenceResponse | None:
         else: self.num_hits += 1; self._entries.move_to_end(key)
         self.lookup_ns += time.monotonic_ns() - start
     if entry is None: return None
-    outputs, parameters, _ = entry
-    return InferenceResponse({k: _copy(v) for k, v in outputs.items()}, parameters=dict(parameters))
+    return InferenceResponse({k: _copy(v) for k, v in entry[0].items()})
 
 # %% ../nbs/05c_response_cache.ipynb #55db198e
 @patch
@@ -91,9 +90,9 @@ def insert(self:ResponseCache, key:str, response:InferenceResponse):
             if nbytes > self.size:
                 raise TritonError(f'Requested byte_size: {nbytes} is greater than total cache size: {self.size}', 'INTERNAL')
             while self.used + nbytes > self.size:
-                _, (_, _, old) = self._entries.popitem(last=False)
+                _, (_, old) = self._entries.popitem(last=False)
                 self.used -= old; self.num_evictions += 1
-            self._entries[key] = ({k: _copy(v) for k, v in response.outputs.items()}, dict(response.parameters), nbytes)
+            self._entries[key] = ({k: _copy(v) for k, v in response.outputs.items()}, nbytes)
             self.used += nbytes
     finally:
         with self._lock: self.insertion_ns += time.monotonic_ns() - start
