@@ -256,3 +256,56 @@ def test_no_server_cache_matches_real_triton(real_triton, mini, repo):
     assert counts(stats(ours.http_port, 'cached')) == counts(stats(real.http_port, 'cached'))
     (rs, rh), (ms, mh) = metric_samples(real.metrics_port), metric_samples(ours.metrics_port)
     assert (mh, set(ms)) == (rh, set(rs))
+
+
+def reload_with(port, root:Path, model_py:str):
+    "Rewrite cached/1/model.py and ask the server to load the model again (explicit mode)."
+    (root / 'cached' / '1' / 'model.py').write_text(model_py)
+    status, _, text = ts.http(port, 'POST', '/v2/repository/models/cached/load', {})
+    assert status == 200, text
+
+
+DOUBLE_PY = MODEL_PY.replace('.as_numpy())', '.as_numpy() * 2)')
+
+
+def stale_after_reload(port, root:Path) -> list:
+    "Answers to [1, 2] before and after a reload that doubles, then to new data."
+    first = infer(port, 'cached', body([1, 2]))['outputs'][0]['data']
+    reload_with(port, root, DOUBLE_PY)
+    return [first, infer(port, 'cached', body([1, 2]))['outputs'][0]['data'], infer(port, 'cached', body([3, 4]))['outputs'][0]['data']]
+
+
+def test_reload_keeps_entries(mini, repo):
+    "The cache outlives a reload of the same version (its key is name + version): the old answer is served, as Triton does."
+    s = mini(repo, response_cache=ResponseCache(1 << 20), model_control_mode='explicit', load_models=['cached'])
+    assert stale_after_reload(s.http_port, repo) == [[1, 2], [1, 2], [6, 8]]
+
+
+def test_decoupled_or_sequence_models_refuse_the_cache(mini, repo, caplog):
+    for name, extra in (('dec', 'model_transaction_policy { decoupled: true }\nresponse_cache { enable: true }\n'),
+                        ('seq', 'sequence_batching { }\nresponse_cache { enable: true }\n')):
+        (repo / name / '1').mkdir(parents=True)
+        (repo / name / 'config.pbtxt').write_text(CONFIG.format(name=name, extra=extra))
+        (repo / name / '1' / 'model.py').write_text(MODEL_PY)
+    s = mini(repo, response_cache=ResponseCache(1 << 20))
+    assert set(s.failures) == {'dec', 'seq'}
+    assert "Response Cache does not currently support model dec with 'decoupled' transaction policy" in caplog.text
+    assert 'Response Cache does not currently support model seq with sequence batching scheduler' in caplog.text
+
+
+@pytest.mark.oracle
+def test_reload_and_refusals_against_real_triton(real_triton, mini, tmp_path):
+    "Stale entries after a reload, and the load errors of decoupled/sequence models with the cache, as tritonserver 2.51."
+    repos = [write_repo(tmp_path / side / 'models') for side in ('real', 'ours')]
+    real = real_triton(repos[0], '--cache-config', 'local,size=1048576', '--model-control-mode=explicit', '--load-model=cached')
+    ours = mini(repos[1], response_cache=ResponseCache(1048576), model_control_mode='explicit', load_models=['cached'])
+    assert stale_after_reload(ours.http_port, repos[1]) == stale_after_reload(real.http_port, repos[0]) == [[1, 2], [1, 2], [6, 8]]
+    for root in repos:
+        for name, extra in (('dec', 'model_transaction_policy { decoupled: true }\nresponse_cache { enable: true }\n'),
+                            ('seq', 'sequence_batching { }\nresponse_cache { enable: true }\n')):
+            (root / name / '1').mkdir(parents=True)
+            (root / name / 'config.pbtxt').write_text(CONFIG.format(name=name, extra=extra))
+            (root / name / '1' / 'model.py').write_text(MODEL_PY)
+    for name in ('dec', 'seq'):
+        (rs, _, rt), (ms, _, mt) = (ts.http(p, 'POST', f'/v2/repository/models/{name}/load', {}) for p in (real.http_port, ours.http_port))
+        assert (ms, json.loads(mt)) == (rs, json.loads(rt))
