@@ -171,8 +171,8 @@ def test_every_tritonserver_flag_is_accepted():
     from triton_mini.cli import build_parser, ignored_flags
     ours = {o for a in build_parser()._actions for o in a.option_strings}
     assert [f for f in TRITONSERVER_FLAGS if f not in ours] == []
-    args = build_parser().parse_args(['--trace-level=TIMESTAMPS', '--allow-sagemaker=false', '--model-namespacing', '--cache-config', 'local,size=1'])
-    assert ignored_flags(args) == ['--cache-config', '--trace-level', '--allow-sagemaker', '--model-namespacing']
+    args = build_parser().parse_args(['--trace-level=TIMESTAMPS', '--allow-sagemaker=false', '--model-namespacing', '--cache-directory', '/opt'])
+    assert ignored_flags(args) == ['--cache-directory', '--trace-level', '--allow-sagemaker', '--model-namespacing']
 
 
 @pytest.mark.oracle

@@ -70,7 +70,9 @@ def prepare() -> tuple[list[str], dict]:
     libs = str(site / 'nvidia_pytriton.libs')
     env['LD_LIBRARY_PATH'] = libs + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
     env['PATH'] = f"{HOME / 'venv' / 'bin'}:{env.get('PATH', '')}"
-    return [str(site / 'pytriton' / 'tritonserver' / 'bin' / 'tritonserver'), f'--backend-directory={dest}'], env
+    caches = site / 'pytriton' / 'tritonserver' / 'caches'   # libtritoncache_local.so: --cache-config local,size=N works
+    return [str(site / 'pytriton' / 'tritonserver' / 'bin' / 'tritonserver'), f'--backend-directory={dest}',
+            f'--cache-directory={caches}'], env
 
 
 def main(argv: list[str]):

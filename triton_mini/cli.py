@@ -15,6 +15,7 @@ from .server import TritonServer, run_loop
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics import MetricsCollector
+from .response_cache import cache_from_config
 
 log = logging.getLogger('triton_mini.server')
 
@@ -88,9 +89,9 @@ def http_limits(args) -> tuple:
 
 # %% ../nbs/10_cli.ipynb #b084fb75
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends, tracing,
-# the response cache, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
+# cache libraries, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
-                 '--rate-limit', '--rate-limit-resource', '--cache-config', '--cache-directory', '--response-cache-byte-size',
+                 '--rate-limit', '--rate-limit-resource', '--cache-directory',
                  '--trace-config', '--trace-file', '--trace-level', '--trace-rate', '--trace-count', '--trace-log-frequency',
                  '--metrics-config', '--buffer-manager-thread-count', '--host-policy', '--model-config-name',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     for lvl in ('info', 'warning', 'error'): _bool(p, f'--log-{lvl}', True, f'log {lvl} messages')
     p.add_argument('--log-format', choices=('default', 'ISO8601'), default='default')
     p.add_argument('--log-file', default='', metavar='PATH')
+    p.add_argument('--cache-config', action='append', default=[], metavar='<cache>,<key>=<value>',
+                   help="the response cache (05c): 'local,size=BYTES'; models opt in with response_cache { enable: true }")
+    p.add_argument('--response-cache-byte-size', type=int, default=None, metavar='BYTES', help='deprecated: --cache-config local,size=BYTES')
     p.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
     for ignored in IGNORED_FLAGS:   # a launch script written for tritonserver starts: these are named in one warning line
@@ -197,9 +201,13 @@ def check_args(args) -> str | None:
     return check_http_security(args)
 
 def deprecation_warnings(args) -> list:
-    "tritonserver's stderr warnings for `--strict-model-config` (deprecated for `--disable-auto-complete-config`)."
-    if args.strict_model_config is None: return []
-    out = ["Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' instead."]
+    "tritonserver's stderr warnings for its deprecated `--strict-model-config` and `--response-cache-byte-size`."
+    out = [] if args.response_cache_byte_size is None else [
+        "Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with "
+        "the provided byte size for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args "
+        f"would be: '--cache-config=local,size={args.response_cache_byte_size}'"]
+    if args.strict_model_config is None: return out
+    out += ["Warning: '--strict-model-config' has been deprecated! Please use '--disable-auto-complete-config' instead."]
     if args.disable_auto_complete_config and not args.strict_model_config:
         out.append("Warning: Overriding deprecated '--strict-model-config' from False to True in favor of "
                    "'--disable-auto-complete-config'!")
@@ -209,6 +217,8 @@ def parse_args(argv=None):
     args = build_parser().parse_args(argv)
     for w in deprecation_warnings(args): print(w, file=sys.stderr)
     args.strict_model_config = bool(args.strict_model_config or args.disable_auto_complete_config)
+    try: args.response_cache = cache_from_config(args.cache_config, args.response_cache_byte_size)
+    except TritonError as e: sys.exit(f'error: {e.message}')
     return args
 
 # %% ../nbs/10_cli.ipynb #244c7803
@@ -324,7 +334,7 @@ def start_server(args) -> tuple:
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
                           server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode,
-                          backend_directory=args.backend_directory or None)
+                          backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None))
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))
     return server, failures

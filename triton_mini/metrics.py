@@ -14,8 +14,8 @@ from .pb_utils import MetricFamily
 from .asgi import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
 
 # %% auto #0
-__all__ = ['REQUEST_FAMILIES', 'PENDING', 'BATCH_BUCKETS', 'family', 'histogram_samples', 'MetricsCollector',
-           'custom_family_lines']
+__all__ = ['REQUEST_FAMILIES', 'PENDING', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'family',
+           'histogram_samples', 'MetricsCollector', 'custom_family_lines']
 
 # %% ../nbs/09_metrics.ipynb #1b4d0bee
 REQUEST_FAMILIES = [  # (name, type, help, how to read it from ModelStatistics)
@@ -129,6 +129,39 @@ def _seed_lines(self:MetricsCollector) -> list:
     return lines + family('triton_mini_batch_size', 'histogram', 'Batch size of each model execution (triton_mini)', bs)
 
 # %% ../nbs/09_metrics.ipynb #ecd6bd02
+CACHE_MODEL_FAMILIES = [  # per model version, for models whose config enables response_cache (05c)
+    ('nv_cache_num_hits_per_model', 'Number of cache hits per model', lambda s: s.cache_hit.count),
+    ('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', lambda s: s.cache_hit.ns // 1000),
+    ('nv_cache_num_misses_per_model', 'Number of cache misses per model', lambda s: s.cache_miss.count),
+    ('nv_cache_miss_duration_per_model', 'Total cache miss (insert+lookup) duration per model, in microseconds', lambda s: s.cache_miss.ns // 1000)]
+CACHE_FAMILIES = [  # the local cache's own gauges, only when the server has a cache
+    ('nv_cache_util', 'Cache utilization [0.0 - 1.0]', lambda c: c.utilization),
+    ('nv_cache_num_entries', 'Number of responses stored in response cache', len),
+    ('nv_cache_num_hits', 'Number of cache hits in response cache', lambda c: c.num_hits),
+    ('nv_cache_num_misses', 'Number of cache misses in response cache', lambda c: c.num_misses),
+    ('nv_cache_num_lookups', 'Number of cache lookups in response cache', lambda c: c.num_lookups),
+    ('nv_cache_num_evictions', 'Number of cache evictions in response cache', lambda c: c.num_evictions),
+    ('nv_cache_lookup_duration', 'Total cache lookup duration (hit and miss), in microseconds', lambda c: c.lookup_ns // 1000),
+    ('nv_cache_insertion_duration', 'Total cache insertion duration, in microseconds', lambda c: c.insertion_ns // 1000)]
+
+@patch
+def _cache_model_lines(self:MetricsCollector) -> list:
+    "Triton's per-model cache counters: for every model whose config enables the cache, with or without a server cache."
+    ready, lines = self.server.repository._ready, []
+    vs = [(m, v, s) for m, v, s in self.versions() if (rc := ready[m][v].config.response_cache) is not None and rc.enable]
+    if not vs: return []     # prometheus-cpp leaves out a family without samples
+    for name, help, read in CACHE_MODEL_FAMILIES:
+        lines += family(name, 'counter', help, [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs])
+    return lines
+
+@patch
+def _cache_lines(self:MetricsCollector) -> list:
+    "The local cache's server-wide gauges (Triton's cache library registers them; here read at scrape time)."
+    c = self.server.response_cache
+    if c is None: return []
+    return [l for name, help, read in CACHE_FAMILIES for l in family(name, 'gauge', help, [('', {}, read(c))])]
+
+# %% ../nbs/09_metrics.ipynb #2b59a430
 @patch
 def _cpu_lines(self:MetricsCollector) -> list:
     if not self.allow_cpu_metrics: return []
@@ -142,9 +175,9 @@ def _cpu_lines(self:MetricsCollector) -> list:
 @patch
 def render(self:MetricsCollector) -> str:
     "The whole exposition, as `GET /metrics` returns it."
-    lines = self._request_lines()
+    lines = self._request_lines() + self._cache_model_lines()
     for fam in list(self.server.metric_families): lines += custom_family_lines(fam)
-    lines += self._pending_lines() + self._seed_lines() + self._cpu_lines()
+    lines += self._pending_lines() + self._seed_lines() + self._cpu_lines() + self._cache_lines()
     return '\n'.join(lines) + '\n'
 
 # %% ../nbs/09_metrics.ipynb #0e82c025

@@ -60,6 +60,8 @@ class ModelStatistics:
     compute_input: Duration = field(default_factory=Duration)
     compute_infer: Duration = field(default_factory=Duration)
     compute_output: Duration = field(default_factory=Duration)
+    cache_hit: Duration = field(default_factory=Duration)    # requests answered from the response cache (05c)
+    cache_miss: Duration = field(default_factory=Duration)   # lookups that missed, then inserted (lookup + insert ns)
     inference_count: int = 0       # sum of the batch sizes of executed requests
     execution_count: int = 0       # model executions (batches)
     last_inference_ms: int = 0     # ms since the epoch

@@ -22,6 +22,7 @@ from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create
 from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 from .shared_memory import SharedMemoryRegistry
+from .response_cache import ResponseCache, cache_enabled, serve_from_cache
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,8 @@ class TritonServer:
     def __init__(self, model_repository, *, model_control_mode:str='none', load_models=(), strict_model_config:bool=False,
                  server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
                  python_backend_mode:str|None=None,    # 'process': each Python model instance in a stub process (04c)
-                 backend_directory:str|Path|None=None): # tritonserver's --backend-directory: where Python-based backends live
+                 backend_directory:str|Path|None=None, # tritonserver's --backend-directory: where Python-based backends live
+                 response_cache:ResponseCache|None=None): # --cache-config's cache (05c); None: no model is cached
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread' (the variable runs a whole test suite in either mode)
         self.python_backend_mode = python_backend_mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'
@@ -163,6 +165,7 @@ class TritonServer:
         self.repository.loader = self
         self._started, self._poller = False, None
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
+        self.response_cache = response_cache
 
     def default_backends(self) -> BackendRegistry:
         "The backends a new server knows: Python and ONNX Runtime (built when a model first needs them), the seed's teaching backends."
@@ -316,6 +319,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     for _ in range(_RESUBMITS):
         validate_request(m, req)
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
+        if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
         try:
             m.scheduler.enqueue(req)
             return m
@@ -554,7 +558,7 @@ def _version_stats(name:str, m:LoadedModel) -> dict:
                 'inference_stats': {'success': s.success.to_dict(), 'fail': s.fail.to_dict(), 'queue': s.queue.to_dict(),
                                     'compute_input': s.compute_input.to_dict(), 'compute_infer': s.compute_infer.to_dict(),
                                     'compute_output': s.compute_output.to_dict(),
-                                    'cache_hit': {'count': 0, 'ns': 0}, 'cache_miss': {'count': 0, 'ns': 0}},
+                                    'cache_hit': s.cache_hit.to_dict(), 'cache_miss': s.cache_miss.to_dict()},
                 'response_stats': {},
                 'batch_stats': [{'batch_size': bs, 'compute_input': d[0].to_dict(), 'compute_infer': d[1].to_dict(),
                                  'compute_output': d[2].to_dict()} for bs, d in sorted(s.batch_stats.items())],
