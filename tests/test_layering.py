@@ -83,3 +83,7 @@ def test_serves_without_uvloop_and_httptools():
             "s.stop(); print('uvloop' in sys.modules and sys.modules['uvloop'] is not None)")
     out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True, timeout=60).stdout.split()
     assert out == ['add_sub', 'False'], out
+
+def test_front_ends_import_no_backend_implementation():
+    "Front ends talk to the core only: metrics renders models' families without importing pb_utils (which owns them)."
+    for fe in FRONT_ENDS: assert not imports_of(fe) & BACKEND_IMPLEMENTATIONS, (fe, imports_of(fe))

@@ -10,11 +10,10 @@ from fastcore.basics import patch
 
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
-from .pb_utils import MetricFamily
 from .asgi import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
 
 # %% auto #0
-__all__ = ['REQUEST_FAMILIES', 'PENDING', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'family',
+__all__ = ['REQUEST_FAMILIES', 'PENDING', 'FAMILY_KINDS', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'family',
            'histogram_samples', 'MetricsCollector', 'custom_family_lines']
 
 # %% ../nbs/09_metrics.ipynb #1b4d0bee
@@ -94,10 +93,12 @@ def _pending_lines(self:MetricsCollector) -> list:
     return family(name, kind, help, [('', {'model': m, 'version': str(v)}, s.pending) for m, v, s in self.versions()])
 
 # %% ../nbs/09_metrics.ipynb #fcd0b66d
-def custom_family_lines(fam:MetricFamily) -> list:
-    "A model-registered pb_utils.MetricFamily in the exposition format."
-    kind = ('counter', 'gauge', 'histogram')[fam.kind]
-    if fam.kind != MetricFamily.HISTOGRAM:
+FAMILY_KINDS = ('counter', 'gauge', 'histogram')   # a family's `kind`: Triton's TRITONSERVER_MetricKind, 0 1 2
+
+def custom_family_lines(fam) -> list:
+    "A model-registered family (pb_utils.MetricFamily: name, description, kind, metrics) in the exposition format."
+    kind = FAMILY_KINDS[fam.kind]
+    if kind != 'histogram':
         return family(fam.name, kind, fam.description, [('', m.labels, m.value()) for m in fam.metrics])
     samples = []
     for m in fam.metrics: samples += histogram_samples(m.labels, m.buckets, _per_bucket(m), m.count, m.sum)
