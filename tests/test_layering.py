@@ -22,7 +22,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
-FRONT_ENDS = {'http_server', 'grpc_server', 'metrics'}
+FRONT_ENDS = {'http_server', 'grpc_server', 'metrics', 'openai_frontend'}
 COMPOSITION = {'cli', '__main__'}
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',

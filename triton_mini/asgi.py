@@ -14,9 +14,9 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'call_asgi', 'RateLimitedLog',
-           'exception_kind', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'guarded_protocol',
-           'bind_socket', 'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'call_asgi', 'watch_disconnect',
+           'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard',
+           'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -78,6 +78,15 @@ def _compress(resp:Response, accept:bytes) -> Response:
     if enc is None or not resp.body: return resp
     body = gzip.compress(resp.body) if enc == b'gzip' else zlib.compress(resp.body)
     return Response(resp.status, body, list(resp.headers) + [(b'content-encoding', enc)])
+
+# %% ../nbs/07a_asgi.ipynb #35231d8a
+def watch_disconnect(receive, on_disconnect):
+    "A task that calls `on_disconnect()` if the client goes away before the response is complete (None without `receive`)."
+    if receive is None: return None
+    async def watch():
+        while (await receive())['type'] != 'http.disconnect': pass
+        on_disconnect()
+    return asyncio.ensure_future(watch())
 
 # %% ../nbs/07a_asgi.ipynb #32fe75fa
 class RateLimitedLog:

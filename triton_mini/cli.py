@@ -15,6 +15,7 @@ from .server import TritonServer, run_loop
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics import MetricsCollector
+from .openai_frontend import OpenAIFrontend
 from .response_cache import cache_from_config
 
 log = logging.getLogger('triton_mini.server')
@@ -123,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f'--{proto}-port', type=int, default=port)
         _bool(p, f'--allow-{proto}', True, f'serve {proto}')
     p.add_argument('--http-address', default='0.0.0.0')
+    p.add_argument('--openai-port', type=int, default=None, metavar='PORT',
+                   help="serve the OpenAI-compatible API (/v1/chat/completions, ...) on this port, at --http-address (off by default)")
     p.add_argument('--grpc-address', default='0.0.0.0')
     p.add_argument('--metrics-address', default=None, help='default: the HTTP address')
     p.add_argument('--http-thread-count', type=int, default=8, help='accepted for compatibility (one event loop serves HTTP)')
@@ -346,6 +349,8 @@ def _listeners(args, server) -> dict:
                           args.http_header_forward_pattern)] = ('HTTPService', args.http_address, args.http_port)
     if args.allow_metrics:
         apps[MetricsCollector(server, args.allow_cpu_metrics)] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
+    if args.openai_port is not None:
+        apps[OpenAIFrontend(server)] = ('OpenAI Service', args.http_address, args.openai_port)
     return apps
 
 # %% ../nbs/10_cli.ipynb #ecaebdab

@@ -20,7 +20,7 @@ from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, outpu
 from .shared_memory import Placement
 from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, RateLimitedLog, exception_kind, _noisy,
                               INTERNAL_ERROR, _quiet_uvicorn, _ClientGone, _read_body, _compress, HTTPLimits, HTTPService,
-                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol)
+                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol, watch_disconnect)
 
 log = logging.getLogger(__name__)
 
@@ -619,12 +619,8 @@ def _submit_stream(server, req):
     return server.submit(req), queue
 
 def cancel_on_disconnect(receive, server, req, m):
-    "A task that cancels `req` when the client disconnects before its answer is complete (None without `receive`)."
-    if receive is None: return None
-    async def watch():
-        while (await receive())['type'] != 'http.disconnect': pass
-        server.cancel(req, m)   # a no-op once the request has its final response
-    return asyncio.ensure_future(watch())
+    "A task that cancels `req` when the client disconnects before its answer is complete (a no-op once it is answered)."
+    return watch_disconnect(receive, lambda: server.cancel(req, m))
 
 @patch
 async def _generate(self:HTTPFrontend, name, version, body, headers={}, receive=None) -> Response:

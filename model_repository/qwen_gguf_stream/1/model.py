@@ -88,6 +88,8 @@ class TritonPythonModel:
             # stream=True yields one chunk per token (a chunk holds back text that might be the
             # start of a stop string), then a last chunk with finish_reason set and no text.
             for chunk in self.llm(prompt, echo=False, stream=True, **sampling):
+                if sender.is_cancelled():  # the client went away (gRPC cancel, a closed stream): stop generating
+                    break
                 text = chunk['choices'][0]['text']
                 if text:
                     sender.send(text_response(text))

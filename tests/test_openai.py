@@ -1,0 +1,130 @@
+"""The OpenAI-compatible front end (issue 15, stage 1), driven by the official `openai` SDK: models, completions,
+chat completions (streamed: the tokens arrive spread over time), OpenAI-shaped errors, cancellation on disconnect."""
+import os, time
+from pathlib import Path
+
+import pytest
+
+openai = pytest.importorskip('openai', reason='the openai SDK (a dev dependency) is not installed')
+
+WORDS = '''
+import os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args): self.dir = args["model_repository"]
+    def execute(self, requests):
+        for r in requests:
+            prompt = pb_utils.get_input_tensor_by_name(r, "text_input").as_numpy().reshape(-1)[0].decode()
+            mt = pb_utils.get_input_tensor_by_name(r, "max_tokens")
+            limit = int(mt.as_numpy().reshape(-1)[0]) if mt is not None else 200
+            sender, n = r.get_response_sender(), 0
+            while n < limit and not sender.is_cancelled():
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", np.array([f"w{n} "], dtype=object))]))
+                n += 1
+                time.sleep(0.02)
+            open(os.path.join(self.dir, "made"), "w").write(str(n))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+ECHO = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            p = pb_utils.get_input_tensor_by_name(r, "prompt").as_numpy().reshape(-1)[0]
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("generated_text", np.array([p.upper()], dtype=object)),
+                                                   pb_utils.Tensor("completion_tokens", np.array([7], np.int32))]))
+        return out
+'''
+
+
+def write(repo, name, code, config):
+    (repo / name / '1').mkdir(parents=True)
+    (repo / name / '1' / 'model.py').write_text(code)
+    (repo / name / 'config.pbtxt').write_text(config)
+
+
+@pytest.fixture(scope='module', params=['thread', 'process'])
+def endpoint(request, tmp_path_factory):
+    from triton_mini.server import TritonServer
+    from triton_mini.openai_frontend import OpenAIFrontend
+    from triton_mini.asgi import HTTPService, bind_socket
+    repo = tmp_path_factory.mktemp('openai')
+    write(repo, 'words', WORDS, '''backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "text_input" data_type: TYPE_STRING dims: [1] }, { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true }]
+output [{ name: "text_output" data_type: TYPE_STRING dims: [1] }]''')
+    write(repo, 'echo', ECHO, '''backend: "python"
+input [{ name: "prompt" data_type: TYPE_STRING dims: [1] }]
+output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }, { name: "completion_tokens" data_type: TYPE_INT32 dims: [1] }]''')
+    (repo / 'add' / '1').mkdir(parents=True)
+    (repo / 'add' / 'config.pbtxt').write_text('backend: "identity"\ninput [{ name: "X" data_type: TYPE_FP32 dims: [1] }]\noutput [{ name: "Y" data_type: TYPE_FP32 dims: [1] }]')
+    server = TritonServer(repo, python_backend_mode=request.param)
+    server.start()
+    service = HTTPService({OpenAIFrontend(server): bind_socket('127.0.0.1', 0)}).start()
+    client = openai.OpenAI(base_url=f'http://127.0.0.1:{service.ports[0]}/v1', api_key='unused', max_retries=0, timeout=30)
+    yield client, repo
+    service.stop(); server.stop()
+
+
+def test_models_lists_the_text_models(endpoint):
+    client, _ = endpoint
+    assert sorted(m.id for m in client.models.list()) == ['echo', 'words']     # `add` takes no prompt
+    assert client.models.retrieve('words').id == 'words'
+
+
+def test_completion_and_usage(endpoint):
+    client, _ = endpoint
+    r = client.completions.create(model='words', prompt='hello', max_tokens=3)
+    assert (r.choices[0].text, r.choices[0].finish_reason, r.usage.completion_tokens) == ('w0 w1 w2 ', 'length', 3)
+    e = client.completions.create(model='echo', prompt='quiet please')
+    assert (e.choices[0].text, e.choices[0].finish_reason, e.usage.completion_tokens) == ('QUIET PLEASE', 'stop', 7)
+
+
+def test_chat_completion(endpoint):
+    client, _ = endpoint
+    r = client.chat.completions.create(model='echo', messages=[{'role': 'user', 'content': 'hi'}])
+    assert r.choices[0].message.role == 'assistant'
+    assert r.choices[0].message.content == '<|IM_START|>USER\nHI<|IM_END|>\n<|IM_START|>ASSISTANT\n'   # ChatML, upper-cased
+
+
+def test_streamed_chat_arrives_token_by_token(endpoint):
+    client, _ = endpoint
+    stream = client.chat.completions.create(model='words', messages=[{'role': 'user', 'content': 'go'}], max_tokens=10,
+                                            stream=True, stream_options={'include_usage': True})
+    arrivals, text, finish, usage = [], '', None, None
+    for chunk in stream:
+        if chunk.choices:
+            delta = chunk.choices[0].delta.content
+            if delta: arrivals.append(time.monotonic()); text += delta
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage: usage = chunk.usage
+    assert text == ''.join(f'w{i} ' for i in range(10)) and finish == 'length' and usage.completion_tokens == 10
+    assert arrivals[-1] - arrivals[0] > 0.1      # 10 tokens 20 ms apart: spread over time, not all at the end
+
+
+def test_errors_are_openai_shaped(endpoint):
+    client, _ = endpoint
+    with pytest.raises(openai.NotFoundError) as e: client.chat.completions.create(model='nope', messages=[{'role': 'user', 'content': 'x'}])
+    assert e.value.body['code'] == 'model_not_found'
+    with pytest.raises(openai.BadRequestError, match='temperature'): client.completions.create(model='words', prompt='x', temperature=5)
+    with pytest.raises(openai.BadRequestError, match='messages'): client.chat.completions.create(model='words', messages=[])
+    with pytest.raises(openai.BadRequestError, match='text prompt'): client.completions.create(model='add', prompt='x')
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_model(endpoint):
+    "Issue 15's check: disconnect after 3 tokens of a 200-token generation; the model stops within 1 s."
+    client, repo = endpoint
+    made = repo / 'words' / 'made'
+    made.unlink(missing_ok=True)
+    stream = client.completions.create(model='words', prompt='long', max_tokens=200, stream=True)
+    for i, _ in zip(range(3), stream): pass
+    stream.close()
+    t = time.monotonic()
+    while not made.exists() and time.monotonic() - t < 5: time.sleep(0.01)
+    assert made.exists() and time.monotonic() - t < 1.0, 'the model did not stop within 1 s'
+    assert int(made.read_text()) < 60
