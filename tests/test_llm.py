@@ -151,3 +151,20 @@ def test_missing_model_file_is_unavailable_with_a_reason(tmp_path):
         assert entry['reason'].startswith(f"Internal: ValueError: Model path does not exist: {root / 'qwen_gguf' / '1' / 'model.gguf'}")
         with pytest.raises(TritonError, match="'qwen_gguf' has no available versions"): greedy(server)
     finally: server.stop()
+
+
+def test_openai_sdk_against_the_bundled_gguf_models(served):
+    "Issue 15: the official openai SDK over the OpenAI front end; a per-request seed makes sampled texts reproducible."
+    openai = pytest.importorskip('openai')
+    from triton_mini.openai_frontend import OpenAIFrontend
+    from triton_mini.asgi import HTTPService, bind_socket
+    server, _ = served
+    with HTTPService({OpenAIFrontend(server): bind_socket('127.0.0.1', 0)}) as svc:
+        client = openai.OpenAI(base_url=f'http://127.0.0.1:{svc.ports[0]}/v1', api_key='unused', max_retries=0, timeout=120)
+        assert {'qwen_gguf', 'qwen_gguf_stream'} <= {m.id for m in client.models.list()}
+        sampled = [client.completions.create(model='qwen_gguf', prompt=PROMPT, max_tokens=16, temperature=1.0, seed=s).choices[0].text
+                   for s in (7, 7, 8)]
+        assert sampled[0] == sampled[1] and sampled[0] != sampled[2]
+        pieces = [c.choices[0].delta.content for c in client.chat.completions.create(
+            model='qwen_gguf_stream', messages=[{'role': 'user', 'content': 'hi'}], max_tokens=8, stream=True) if c.choices]
+        assert len([p for p in pieces if p]) >= 2          # token by token, not one piece at the end

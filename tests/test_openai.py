@@ -128,3 +128,24 @@ def test_a_client_that_leaves_mid_stream_stops_the_model(endpoint):
     while not made.exists() and time.monotonic() - t < 5: time.sleep(0.01)
     assert made.exists() and time.monotonic() - t < 1.0, 'the model did not stop within 1 s'
     assert int(made.read_text()) < 60
+
+
+def test_a_gguf_files_chat_template_is_used(tmp_path):
+    "The template in the GGUF's metadata (tokenizer.chat_template) makes the chat prompt; found after other metadata."
+    gguf = pytest.importorskip('gguf')
+    from triton_mini.openai_frontend import gguf_metadata_string, text_model, chat_prompt, check_messages
+    from triton_mini.server import TritonServer
+    write(tmp_path, 'echo', ECHO, '''backend: "python"
+input [{ name: "prompt" data_type: TYPE_STRING dims: [1] }]
+output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }]''')
+    w = gguf.GGUFWriter(str(tmp_path / 'echo' / '1' / 'model.gguf'), 'llama')
+    w.add_array('tokenizer.ggml.tokens', [f'tok{i}' for i in range(1000)])     # values before the template are skipped
+    w.add_uint32('some.count', 7)
+    w.add_chat_template("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+                        "{% if add_generation_prompt %}[assistant] {% endif %}")
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.close()
+    assert gguf_metadata_string(tmp_path / 'echo' / '1' / 'model.gguf', 'some.missing') is None
+    with TritonServer(tmp_path) as server:
+        server.start()
+        tm = text_model(server.repository.get('echo', -1))
+        assert chat_prompt(tm, check_messages([{'role': 'user', 'content': 'hi'}])) == '[user] hi\n[assistant] '

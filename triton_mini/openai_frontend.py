@@ -4,7 +4,8 @@
 
 # %% ../nbs/08b_openai.ipynb #c9cbd277
 from __future__ import annotations
-import asyncio, itertools, json, logging, time
+import asyncio, itertools, json, logging, struct, time
+from pathlib import Path
 from dataclasses import dataclass, field
 import numpy as np
 from fastcore.basics import patch
@@ -18,10 +19,45 @@ from .asgi import Response, NOT_FOUND, _send, _read_body, _ClientGone, watch_dis
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'PROMPT_INPUTS', 'TEXT_OUTPUTS', 'SAMPLING', 'TextModel', 'text_model', 'OpenAIError', 'sampling',
-           'triton_request', 'chatml', 'check_messages', 'chat_prompt', 'Generation', 'submit_text', 'OpenAIFrontend']
+__all__ = ['log', 'PROMPT_INPUTS', 'TEXT_OUTPUTS', 'SAMPLING', 'gguf_metadata_string', 'gguf_chat_template', 'TextModel',
+           'text_model', 'OpenAIError', 'sampling', 'triton_request', 'chatml', 'check_messages', 'chat_prompt',
+           'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
 
 # %% ../nbs/08b_openai.ipynb #9415577d
+_GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # value type -> bytes (8: string, 9: array)
+
+def gguf_metadata_string(path, key:str) -> str | None:
+    "The string value of `key` in a GGUF file's metadata, or None (no such key, or not a GGUF file)."
+    with open(path, 'rb') as f:
+        u32, u64 = lambda: struct.unpack('<I', f.read(4))[0], lambda: struct.unpack('<Q', f.read(8))[0]
+        if f.read(4) != b'GGUF' or u32() < 2: return None
+        _tensors, n_kv = u64(), u64()
+        def skip(kind):
+            if kind == 8: f.seek(u64(), 1)
+            elif kind == 9:
+                item, n = u32(), u64()
+                if item in _GGUF_FIXED: f.seek(n * _GGUF_FIXED[item], 1)
+                else:
+                    for _ in range(n): skip(item)
+            else: f.seek(_GGUF_FIXED[kind], 1)
+        for _ in range(n_kv):
+            name, kind = f.read(u64()).decode('utf-8', 'replace'), u32()
+            if name == key and kind == 8: return f.read(u64()).decode('utf-8')
+            skip(kind)
+    return None
+
+def gguf_chat_template(m) -> str | None:
+    "The chat template of the first .gguf file in the model's version folder, if any."
+    try: d = Path(m.model_dir) / str(m.version)
+    except (AttributeError, TypeError): return None
+    for f in sorted(d.glob('*.gguf')) if d.is_dir() else ():
+        try: return gguf_metadata_string(f, 'tokenizer.chat_template')
+        except (OSError, struct.error, KeyError, UnicodeDecodeError): return None
+    return None
+
+
+
+# %% ../nbs/08b_openai.ipynb #f6441e73
 PROMPT_INPUTS, TEXT_OUTPUTS = ('text_input', 'prompt'), ('text_output', 'generated_text')
 SAMPLING = ('max_tokens', 'temperature', 'top_p', 'seed', 'stop')
 
@@ -34,7 +70,7 @@ class TextModel:
     decoupled: bool
     batching: bool
     inputs: dict = field(default_factory=dict)   # sampling name -> (wire datatype, dims)
-    chat_template: str | None = None             # config parameter `chat_template` (Jinja), else ChatML
+    chat_template: str | None = None             # config parameter `chat_template`, else the GGUF file's, else ChatML
 
 def text_model(m) -> TextModel | None:
     "The text convention of loaded model `m`, or None when it has no string prompt input or no string text output."
@@ -44,7 +80,7 @@ def text_model(m) -> TextModel | None:
     output = next((n for n in TEXT_OUTPUTS if n in outs and config_to_wire(outs[n].data_type) == 'BYTES'), None)
     if prompt is None or output is None: return None
     params = m.config.parameters or {}
-    template = params['chat_template'].string_value if 'chat_template' in params else None
+    template = params['chat_template'].string_value if 'chat_template' in params else gguf_chat_template(m)
     return TextModel(m.name, prompt, output, m.decoupled, m.batching,
                      {n: (config_to_wire(ins[n].data_type), list(ins[n].dims)) for n in SAMPLING if n in ins}, template)
 
@@ -122,9 +158,16 @@ def check_messages(messages) -> list:
 def chat_prompt(tm:TextModel, messages:list) -> str:
     "The prompt for `messages` through the model's chat template, or ChatML."
     if tm.chat_template is None: return chatml(messages)
-    try: import jinja2
-    except ImportError: raise OpenAIError('this model has a chat_template, which needs jinja2: pip install jinja2', 500, kind='server_error') from None
-    return jinja2.Environment().from_string(tm.chat_template).render(messages=messages, add_generation_prompt=True, bos_token='', eos_token='')
+    return render_template(tm.chat_template, messages)
+
+def _raise(message): raise OpenAIError(message, 400, 'messages')
+
+def render_template(template:str, messages:list) -> str:
+    "A Hugging Face style chat template (Jinja, sandboxed) applied to `messages`, the assistant's turn opened."
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals['raise_exception'] = _raise
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token='', eos_token='')
 
 # %% ../nbs/08b_openai.ipynb #b974fe1e
 @dataclass

@@ -28,7 +28,7 @@ def as_text(value):
 
 
 def sampling_parameters(request):
-    """max_tokens, temperature and stop for one request, as keyword arguments for Llama."""
+    """max_tokens, temperature, stop (and top_p, seed if given) for one request, as keyword arguments for Llama."""
     parameters = json.loads(request.parameters())
 
     def value(name, kind):  # the input tensor, else the request parameter, else the default
@@ -48,6 +48,12 @@ def sampling_parameters(request):
     if sampling["max_tokens"] < 1 or sampling["temperature"] < 0:
         raise ValueError(f"max_tokens must be >= 1 and temperature >= 0, got max_tokens="
                          f"{sampling['max_tokens']} and temperature={sampling['temperature']}")
+    # top_p and a per-request seed (reproducible sampling) only when the client sends them
+    for name, kind in (("top_p", float), ("seed", int)):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        found = tensor.as_numpy().reshape(-1)[0] if tensor is not None else parameters.get(name)
+        if found is not None:
+            sampling[name] = kind(found)
     return sampling
 
 
