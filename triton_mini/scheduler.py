@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'create_instances', 'Duration', 'ModelStatistics', 'next_batch',
            'batch_key', 'Scheduler', 'execute_failure', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter',
-           'OrderedDelivery', 'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals',
-           'batching_summary']
+           'OrderedDelivery', 'adaptive_queue_delay', 'WaitLearner', 'DynamicBatcher', 'create_scheduler',
+           'simulate_batching', 'poisson_arrivals', 'batching_summary', 'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -328,6 +328,33 @@ class OrderedDelivery:
             for d, rr, rs in ready: d(rr, rs, True)
         req.response_callback = ordered
 
+# %% ../nbs/05_scheduler.ipynb #90c69eae
+def adaptive_queue_delay(config:ModelConfig) -> bool:
+    "Did the model opt in (config parameter `adaptive_queue_delay`: true)?"
+    p = (config.parameters or {}).get('adaptive_queue_delay')
+    return p is not None and p.string_value.strip().lower() in ('true', '1', 'yes')
+
+class WaitLearner:
+    "Learns whether the dynamic batcher's queue delay brings company; while it does not, the delay is skipped."
+    def __init__(self, futile_limit:int=4, first_probe:int=8, max_probe:int=256):
+        self.futile_limit, self.first_probe, self.max_probe = futile_limit, first_probe, max_probe
+        self.futile, self.probe_every, self.skipped = 0, first_probe, 0
+
+    def should_wait(self) -> bool:
+        "Asked when Triton's rule would start a wait: False means dispatch now."
+        if self.futile < self.futile_limit: return True
+        self.skipped += 1
+        if self.skipped < self.probe_every: return False
+        self.skipped = 0
+        return True                                   # a probe: wait once, to see whether company comes now
+
+    def waited(self, gained:bool):
+        "The outcome of a wait: did the batch grow while it waited?"
+        if gained: self.futile, self.probe_every, self.skipped = 0, self.first_probe, 0
+        else:
+            if self.futile >= self.futile_limit: self.probe_every = min(self.probe_every * 2, self.max_probe)
+            self.futile += 1
+
 # %% ../nbs/05_scheduler.ipynb #a2345c5c
 @dataclass(slots=True)
 class _Queued:
@@ -350,6 +377,8 @@ class DynamicBatcher(Scheduler):
         self.preferred = list(db.preferred_batch_size) or [self.max_batch_size]
         self.max_delay_ns = db.max_queue_delay_microseconds * 1000
         self.ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
+        self.learner = WaitLearner() if adaptive_queue_delay(config) else None   # opt-in, see "Waiting only when it pays"
+        self._waiting_n = None   # the batch's size when the current wait began (None: not waiting)
         super().__init__(config, instances, stats, clock)
 
     def _init_queue(self):
@@ -447,7 +476,12 @@ def _take(self:DynamicBatcher):
             waited = now - min(e.req.arrival_ns for e in head)
             n, wait_ns = next_batch([e.req.batch_size for e in head], [e.key for e in head], self.max_batch_size,
                                     self.preferred, waited, self.max_delay_ns if not self._stopping else 0)
-            if n: return self._pop(n)
+            if not n and self.learner is not None and self._waiting_n is None:   # a wait would begin: does it pay?
+                if self.learner.should_wait(): self._waiting_n = len(head)
+                else: n = len(head)
+            if n:
+                if self._waiting_n is not None: self.learner.waited(n > self._waiting_n); self._waiting_n = None
+                return self._pop(n)
             self._cond.wait(wait_ns / 1e9)
 
 # %% ../nbs/05_scheduler.ipynb #dea33fea
@@ -550,6 +584,28 @@ def batching_summary(arrivals_ms, batches) -> dict:
     span = batches[-1][1] - arrivals_ms[0]
     return {'mean_batch': float(np.mean([len(b[2]) for b in batches])), 'mean_latency_ms': float(np.mean(lat)),
             'p99_latency_ms': float(np.percentile(lat, 99)), 'busy': sum(e - s for s, e, _ in batches) / span}
+
+# %% ../nbs/05_scheduler.ipynb #34f496b7
+def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batch_size:int=8, preferred=(8,),
+                     max_delay_ms:float=2.0, base_ms:float=1.0, per_item_ms:float=0.25, learner:WaitLearner|None=None) -> dict:
+    "Closed-loop replay: `clients` clients, each sending again `rtt_ms` after its answer; throughput and latency."
+    ready, t, queue, lat, done, waiting_n = sorted([0.0] * clients), 0.0, [], [], 0, None
+    sent = 0
+    while done < n_requests:
+        while ready and ready[0] <= t and sent < n_requests: queue.append(ready.pop(0)); sent += 1
+        if not queue: t = ready[0]; continue
+        n, wait = next_batch([1] * len(queue), [0] * len(queue), max_batch_size, list(preferred),
+                             round((t - queue[0]) * 1e6), round(max_delay_ms * 1e6))
+        if not n and learner is not None and waiting_n is None:
+            if learner.should_wait(): waiting_n = len(queue)
+            else: n = len(queue)
+        if n:
+            if waiting_n is not None: learner.waited(n > waiting_n); waiting_n = None
+            end = t + base_ms + per_item_ms * n
+            lat += [end - a for a in queue[:n]]; done += n
+            ready = sorted(ready + [end + rtt_ms] * n); queue = queue[n:]; t = end
+        else: t = min(t + wait / 1e6, ready[0] if ready else float('inf'))
+    return {'req_per_s': 1000 * done / t, 'mean_latency_ms': float(np.mean(lat))}
 
 # %% ../nbs/05_scheduler.ipynb #ca54e736
 @patch
