@@ -54,6 +54,7 @@ class InferenceRequest:
     batch_size: int = 1                   # set by the server: first dim of the inputs when max_batch_size > 0
     arrival_ns: int = 0                   # set by the server when the request is accepted
     queue_end_ns: int = 0                 # set by the scheduler when the request leaves the queue
+    trace: object = None                  # a trace.Trace when the request is traced, False when sampling passed it (07b)
     _done: bool = False
 
     def send(self, response:InferenceResponse, final:bool=True):
