@@ -591,6 +591,12 @@ def traces(self:TritonServer) -> TraceManager:
     return self._traces
 
 @patch
+def begin_trace(self:TritonServer, req:InferenceRequest, protocol:str, received_ns:int):
+    "For a front end, before `submit`: sample `req` with its receive time; a Trace the front end ends with `sent`, or None."
+    tm = self._traces
+    return tm.begin(req, protocol, received_ns) if tm is not None and tm.enabled else None
+
+@patch
 def configure_tracing(self:TritonServer, setting:TraceSetting):
     "Trace with `setting` (the command line's --trace-config); settings requests change it later."
     self._traces = TraceManager(setting)

@@ -103,6 +103,11 @@ class Trace:
         self.events += [('COMPUTE_START', start_ns), ('COMPUTE_INPUT_END', start_ns + timing[0]),
                         ('COMPUTE_OUTPUT_START', start_ns + timing[0] + timing[1]), ('COMPUTE_END', end_ns)]
 
+    def sent(self, send_start_ns:int|None=None):
+        "The front end answered (or failed): its SEND timestamps (HTTP_SEND_START, ...), then it lets go of the trace."
+        self.stamp(f'{self.protocol}_SEND_START', send_start_ns); self.stamp(f'{self.protocol}_SEND_END')
+        self.release()
+
     def child(self) -> 'Trace':
         "A trace for a request this one spawns (an ensemble step): same setting, this trace as parent."
         return self.manager.new_trace(self.setting, parent_id=self.id)
@@ -204,13 +209,17 @@ def new_trace(self:TraceManager, setting:TraceSetting, parent_id:int|None=None, 
     return Trace(self, setting, next(self._ids), parent_id, protocol)
 
 # %% ../nbs/07b_trace.ipynb #56fb3810
+_RECEIVED = {'HTTP': ('HTTP_RECV_START', 'HTTP_RECV_END'), 'GRPC': ('GRPC_WAITREAD_START', 'GRPC_WAITREAD_END')}
+
 @patch
 def begin(self:TraceManager, req, protocol:str|None=None, received_ns:int|None=None) -> Trace | None:
     "Sample `req` (once): `req.trace` becomes its Trace, or False. A front end passes its name and receive time."
     if req.trace is not None: return req.trace or None
     trace = self.sample(req.model_name, protocol)
     req.trace = trace or False
-    if trace is not None and protocol: trace.stamp(f'{protocol}_RECV_START', received_ns); trace.stamp(f'{protocol}_RECV_END')
+    if trace is not None and protocol:
+        start, end = _RECEIVED[protocol]
+        trace.stamp(start, received_ns); trace.stamp(end)
     return trace
 
 @patch
