@@ -26,13 +26,14 @@ class TraceSetting:
 
     def to_json(self) -> dict:
         "The settings as Triton's GET /v2/trace/setting returns them: strings, and a list for the level."
-        return {'trace_level': list(self.level) or ['OFF'], 'trace_rate': str(self.rate), 'trace_count': str(self.count),
-                'log_frequency': str(self.log_frequency), 'trace_file': self.file, 'trace_mode': self.mode, **self.extra}
+        out = {'trace_level': list(self.level) or ['OFF'], 'trace_rate': str(self.rate), 'trace_count': str(self.count)}
+        if self.mode == 'triton': out.update(log_frequency=str(self.log_frequency), trace_file=self.file)
+        return {**out, 'trace_mode': self.mode, **self.extra}
 
     @property
     def active(self) -> bool:
-        "Triton's TraceSetting::Valid: a level is set and traces are left to take."
-        return bool(self.level) and self.count != 0
+        "Triton's TraceSetting::Valid (a level is set and traces are left to take), in the mode that writes traces here."
+        return bool(self.level) and self.count != 0 and self.mode == 'triton'
 
 # %% ../nbs/07b_trace.ipynb #ed8e5b2e
 _NUMBER = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
@@ -83,7 +84,6 @@ def parse_trace_update(doc:dict, grpc:bool=False) -> dict:
         elif name == 'trace_level':
             if (level := _levels(v)) is not None: out[attr] = level
         else: out[attr] = _stoi(name, v, grpc)
-    if out.get('rate') == 0: raise TritonError('Attempting to set invalid trace setting :sample rate must be non-zero')
     return out
 
 # %% ../nbs/07b_trace.ipynb #f6fee9c0
@@ -176,6 +176,9 @@ class TraceManager:
 def update(self:TraceManager, model:str|None, changes:dict) -> TraceSetting:
     "Apply parse_trace_update's `changes` to the global setting, or to `model`'s; returns the setting now in force."
     with self._lock:
+        rate = changes.get('rate', self.get(model).rate)
+        if rate is None: rate = self.setting.rate if model else self.initial.rate    # null: the global (or startup) value
+        if changes and rate == 0: raise TritonError('Attempting to set invalid trace setting :sample rate must be non-zero')
         if not model:
             for attr, v in changes.items(): setattr(self.setting, attr, getattr(self.initial, attr) if v is None else v)
             for s, fixed in self.models.values():               # overrides follow the global values they do not fix
@@ -198,7 +201,7 @@ def sample(self:TraceManager, model:str, protocol:str|None=None) -> Trace | None
     with self._lock:
         if not s.active: return None
         seen = self._seen[id(s)] = self._seen.get(id(s), 0) + 1
-        if seen % s.rate: return None
+        if not s.rate or seen % s.rate: return None          # rate 0 (only the command line can set it) traces nothing
         if s.count > 0:
             s.count -= 1
             if s.count == 0: self.enabled = self._any_active()
