@@ -234,7 +234,7 @@ def submitted(self:TraceManager, req):
     trace.stamp('REQUEST_START', req.arrival_ns); trace.stamp('QUEUE_START', req.arrival_ns)
     deliver = req.response_callback
     def traced(r, resp, final):
-        if resp is not None: trace.stamp('INFER_RESPONSE_COMPLETE')
+        if resp is not None and trace.protocol: trace.stamp('INFER_RESPONSE_COMPLETE')   # a front end's event in Triton
         if final: trace.stamp('REQUEST_END')
         if deliver is not None: deliver(r, resp, final)
         if final: trace.release()
