@@ -60,17 +60,18 @@ def test_bad_settings_get_tritons_errors(doc, grpc, error):
 def test_settings_read_numbers_like_stoi_and_skip_unknown_names():
     assert parse_trace_update({'trace_rate': ' 3x', 'log_frequency': '-1', 'trace_level': ['FOO'], 'foo': '1'}) == \
         {'rate': 3, 'log_frequency': 4294967295}
-    tm = TraceManager()
+    tm = TraceManager(TraceSetting(level=('TIMESTAMPS',), file='/tmp/t.json'))
     with pytest.raises(TritonError, match='sample rate must be non-zero'): tm.update(None, parse_trace_update({'trace_rate': '0'}))
     assert tm.get().rate == 1000                                      # a refused update changes nothing
+    assert TraceManager().update(None, {'rate': 0}).rate == 0         # tracing OFF: Triton checks nothing (2.51)
 
 
 def test_model_overrides_follow_and_fall_back_to_the_global_setting():
-    tm = TraceManager(TraceSetting(level=('TIMESTAMPS',), rate=1))
+    tm = TraceManager(TraceSetting(level=('TIMESTAMPS',), rate=1, file='t.json'))
     tm.update('m', {'rate': 5, 'level': ('TENSORS',)})
     tm.update(None, {'count': 7, 'rate': 2})
     assert tm.get('m').to_json() == {'trace_level': ['TENSORS'], 'trace_rate': '5', 'trace_count': '7', 'log_frequency': '0',
-                                          'trace_file': '', 'trace_mode': 'triton'}
+                                          'trace_file': 't.json', 'trace_mode': 'triton'}
     assert tm.update('m', {'rate': None}).rate == 2                   # null: the global value
     assert tm.update(None, {'rate': None}).rate == 1                  # global null: the value the server started with
     assert tm.get('m').rate == 1
@@ -144,6 +145,9 @@ def test_front_ends_and_ensembles_add_their_timestamps(repo, tmp_path, launch):
 
 def test_settings_endpoints_in_process(repo, launch):
     mini = launch.mini(repo, grpc=True, model_control_mode='explicit', load_models=['add_sub'])
+    assert json.loads(request(mini.http_port, 'POST', '/v2/trace/setting', {'trace_level': ['TIMESTAMPS']})[2]) == \
+        {'error': 'Attempting to set invalid trace setting :trace file name is not given'}
+    mini.server.configure_tracing(TraceSetting(file='/nonexistent/trace.json'))      # what --trace-config triton,file= does
     s, _, b = request(mini.http_port, 'POST', '/v2/models/add_sub/trace/setting', {'trace_rate': '5', 'trace_level': ['TIMESTAMPS']})
     assert (s, json.loads(b)['trace_rate']) == (200, '5')
     assert json.loads(request(mini.http_port, 'GET', '/v2/trace/setting')[2])['trace_rate'] == '1000'
@@ -176,6 +180,9 @@ HTTP_PROBES = [   # in order: each one changes what the next ones see
     ('POST', '/v2/models/add_sub/trace/setting', {'trace_rate': None}),
     ('POST', '/v2/models/add_sub/trace/setting', {'trace_level': None, 'trace_count': None}),
     ('POST', '/v2/models/add_sub/trace/setting', {'trace_file': 'y'}),
+    ('POST', '/v2/trace/setting', {'trace_level': ['OFF'], 'trace_rate': '0'}), ('POST', '/v2/trace/setting', {'trace_count': '2'}),
+    ('POST', '/v2/trace/setting', {'trace_level': ['TIMESTAMPS']}), ('POST', '/v2/models/add_sub/trace/setting', {'trace_level': ['TENSORS']}),
+    ('POST', '/v2/trace/setting', {'trace_level': ['TIMESTAMPS'], 'trace_rate': '4'}),
     ('GET', '/v2/models/nope/trace/setting', None), ('POST', '/v2/models/nope/trace/setting', {}),
     ('GET', '/v2/models/add_sub/versions/1/trace/setting', None), ('PUT', '/v2/trace/setting', None),
     ('GET', '/v2', None),

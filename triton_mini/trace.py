@@ -176,9 +176,7 @@ class TraceManager:
 def update(self:TraceManager, model:str|None, changes:dict) -> TraceSetting:
     "Apply parse_trace_update's `changes` to the global setting, or to `model`'s; returns the setting now in force."
     with self._lock:
-        rate = changes.get('rate', self.get(model).rate)
-        if rate is None: rate = self.setting.rate if model else self.initial.rate    # null: the global (or startup) value
-        if changes and rate == 0: raise TritonError('Attempting to set invalid trace setting :sample rate must be non-zero')
+        if changes: self._check(model, changes)
         if not model:
             for attr, v in changes.items(): setattr(self.setting, attr, getattr(self.initial, attr) if v is None else v)
             for s, fixed in self.models.values():               # overrides follow the global values they do not fix
@@ -192,6 +190,18 @@ def update(self:TraceManager, model:str|None, changes:dict) -> TraceSetting:
             self.models[model] = (s, fixed)
         self.enabled = self._any_active()
         return self.get(model)
+
+# %% ../nbs/07b_trace.ipynb #d25882be
+@patch
+def _check(self:TraceManager, model:str|None, changes:dict):
+    "Triton's TraceSetting validation of the setting `changes` would produce (the lock is held)."
+    current, fallback = self.get(model), (self.setting if model else self.initial)
+    after = {a: (getattr(fallback, a) if changes[a] is None else changes[a]) if a in changes else getattr(current, a)
+             for a in ('level', 'rate')}
+    if not after['level']: return
+    if after['rate'] == 0: raise TritonError('Attempting to set invalid trace setting :sample rate must be non-zero')
+    if not self.setting.file and self.setting.mode == 'triton':
+        raise TritonError('Attempting to set invalid trace setting :trace file name is not given')
 
 # %% ../nbs/07b_trace.ipynb #23b456cd
 @patch
