@@ -26,7 +26,7 @@ FRONT_ENDS = {'http_server', 'grpc_server', 'metrics', 'openai_frontend'}
 COMPOSITION = {'cli', '__main__'}
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
-        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'server'}
+        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server'}
 
 def imports_of(module:str) -> set:
     "The triton_mini modules `module` imports anywhere in its source (relative or absolute)."

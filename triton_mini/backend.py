@@ -55,6 +55,7 @@ class InferenceRequest:
     arrival_ns: int = 0                   # set by the server when the request is accepted
     queue_end_ns: int = 0                 # set by the scheduler when the request leaves the queue
     cancelled: bool = False               # set by cancel(): the model reads it through is_cancelled()
+    trace: object = None                  # a trace.Trace when the request is traced, False when sampling passed it (07b)
     _done: bool = False
     _on_cancel: object = None             # set by whoever runs the request elsewhere (a stub process) to hear of cancel()
 

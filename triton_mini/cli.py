@@ -12,6 +12,7 @@ import triton_mini
 from .tensors import TritonError
 from .errors import VERBOSE
 from .server import TritonServer, run_loop
+from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics import MetricsCollector
@@ -22,9 +23,10 @@ log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
 __all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits',
-           'ignored_flags', 'build_parser', 'grpc_options', 'check_args', 'deprecation_warnings', 'parse_args',
-           'TritonLogFormatter', 'setup_logging', 'model_table', 'example_repository', 'bundled_run', 'serve_apps',
-           'start_server', 'main', 'serve', 'free_port', 'wait_for_http']
+           'trace_setting_from_args', 'check_trace_args', 'ignored_flags', 'build_parser', 'grpc_options', 'check_args',
+           'deprecation_warnings', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
+           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
+           'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -89,11 +91,107 @@ def http_limits(args) -> tuple:
     return limits, dataclasses.replace(limits, max_connections=min(limits.max_connections, 256))
 
 # %% ../nbs/10_cli.ipynb #b084fb75
-# tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends, tracing,
+def _trace_args(p:argparse.ArgumentParser):
+    p.add_argument('--trace-config', action='append', default=[], metavar='[MODE,]SETTING=VALUE',
+                   help='trace setting: level=TIMESTAMPS, rate=N, count=N, mode=triton, triton,file=PATH, triton,log-frequency=N')
+    for flag in ('--trace-file', '--trace-rate', '--trace-count', '--trace-log-frequency'): p.add_argument(flag, help=argparse.SUPPRESS)
+    p.add_argument('--trace-level', action='append', default=[], help=argparse.SUPPRESS)
+
+_DEPRECATED_TRACE = {'trace_file': 'triton,file=<filepath>', 'trace_level': 'level=<OFF|TIMESTAMPS|TENSORS>',
+                     'trace_rate': 'rate=<rate value>', 'trace_count': 'count=<count value>',
+                     'trace_log_frequency': 'triton,log-frequency=<log frequency value>'}
+_STOI = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
+
+def _trace_int(option:str, value:str) -> int:
+    "tritonserver's ParseOption<int>."
+    m = _STOI.match(value)
+    if not m or not -2**31 <= int(m.group(1)) < 2**31: raise ValueError(f'Bad option: "{option}".\nInvalid option value. Got {value}')
+    return int(m.group(1))
+
+def _trace_level(option:str, value:str) -> tuple:
+    "tritonserver's ParseTraceLevelOption: () for OFF."
+    v = value.lower()
+    if v in ('false', 'off'): return ()
+    if v in ('true', 'on', 'min', 'max', 'timestamps'): return ('TIMESTAMPS',)
+    if v == 'tensors': return ('TENSORS',)
+    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace level option: {v}')
+
+def _trace_mode(option:str, value:str) -> str:
+    v = value.lower()
+    if v in ('triton', 'opentelemetry'): return v
+    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace mode option: {v}. Available options are "triton" and "opentelemetry"')
+
+def _either(a:tuple, b:tuple) -> tuple: return tuple(n for n in ('TIMESTAMPS', 'TENSORS') if n in a or n in b)
+
+# %% ../nbs/10_cli.ipynb #cc707c96
+def _trace_config(arg:str) -> tuple:
+    "tritonserver's ParseTraceConfigOption: (mode or '' for a global setting, setting, value)."
+    comma = arg.find(',')
+    eq = arg.find('=', comma + 1)
+    if comma == 0:
+        raise ValueError(f'Bad option: "--trace-config".\nNo trace mode specified. --trace-config option format is '
+                         f'<trace mode>,<setting>=<value> or <setting>=<value>. Got {arg}')
+    mode = _trace_mode('--trace-config', arg[:comma]) if comma > 0 else ''
+    setting, value = arg[comma + 1:eq], arg[eq + 1:]
+    if eq < 0 or not setting or not value:
+        raise ValueError(f"Bad option: \"--trace-config\".\n--trace-config option format is '<trace mode>,<setting>=<value>'. Got {arg}")
+    return mode, setting, value
+
+def trace_setting_from_args(args, warn=lambda text: print(text, file=sys.stderr)) -> TraceSetting | None:
+    "The TraceSetting the trace flags ask for (None when there are none); ValueError with tritonserver's text."
+    for flag, use in _DEPRECATED_TRACE.items():
+        if getattr(args, flag):
+            name = '--' + flag.replace('_', '-')
+            warn(f"Warning: '{name}' has been deprecated and will be removed in future releases. Please use '--trace-config {use} instead.")
+    configs = [_trace_config(a) for a in args.trace_config]
+    if not configs and not any(getattr(args, f) for f in _DEPRECATED_TRACE): return None
+    s, off = TraceSetting(), False
+    for v in args.trace_level:
+        level = _trace_level('--trace-level', v)
+        off, s.level = off or not level, _either(s.level, level)
+    if args.trace_rate is not None: s.rate = _trace_int('--trace-rate', args.trace_rate) % 2**32
+    if args.trace_count is not None: s.count = _trace_int('--trace-count', args.trace_count)
+    if args.trace_log_frequency is not None: s.log_frequency = _trace_int('--trace-log-frequency', args.trace_log_frequency) % 2**32
+    if args.trace_file is not None: s.file = args.trace_file
+    overriding = "Warning: Overriding deprecated '--trace-{}' in favor of provided {} in --trace-config!"
+    for mode, setting, value in configs:
+        if mode: continue
+        option = f'--trace-config {setting}'
+        if setting == 'rate':
+            if args.trace_rate is not None: warn(overriding.format('rate', 'rate value'))
+            s.rate = _trace_int(option, value) % 2**32
+        elif setting == 'level':
+            if args.trace_level: warn(overriding.format('level', 'level'))
+            s.level = _either(s.level, _trace_level(option, value))
+        elif setting == 'mode': s.mode = _trace_mode(option, value)
+        elif setting == 'count':
+            if args.trace_count is not None: warn(overriding.format('count', 'count'))
+            s.count = _trace_int(option, value)
+    if s.mode == 'opentelemetry':   # the batch span processor's defaults, as tritonserver fills them in (echoed, unused)
+        s.extra = {'bsp_max_export_batch_size': '512', 'bsp_schedule_delay': '5000', 'bsp_max_queue_size': '2048'}
+    for mode, setting, value in configs:
+        if mode != s.mode: continue
+        if mode == 'triton' and setting == 'file':
+            if args.trace_file is not None: warn(overriding.format('file', 'file'))
+            s.file = value
+        elif mode == 'triton' and setting == 'log-frequency':
+            if args.trace_log_frequency is not None: warn("Warning: Overriding deprecated '--trace-log-frequency' in favor of provided log-frequency in --trace-config!")
+            s.log_frequency = _trace_int(f'--trace-config triton,{setting}', value) % 2**32
+        else: s.extra[setting] = value
+    if off: s.level = ()
+    return s
+
+def check_trace_args(args) -> str | None:
+    "Parse the trace flags into `args.trace_setting`; the error tritonserver reports, or None."
+    try: args.trace_setting = trace_setting_from_args(args)
+    except ValueError as e: return str(e)
+    return None
+
+# %% ../nbs/10_cli.ipynb #981fd5d2
+# tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
 # cache libraries, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--rate-limit', '--rate-limit-resource', '--cache-directory',
-                 '--trace-config', '--trace-file', '--trace-level', '--trace-rate', '--trace-count', '--trace-log-frequency',
                  '--metrics-config', '--buffer-manager-thread-count', '--host-policy', '--model-config-name',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
@@ -146,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(ignored, action='append', nargs='?', const='true', default=[], metavar='VALUE', help=argparse.SUPPRESS)
     _http_security_args(p)
     _grpc_security_args(p)
+    _trace_args(p)
     return p
 
 # %% ../nbs/10_cli.ipynb #21d67170
@@ -201,7 +300,7 @@ def check_args(args) -> str | None:
         return "error: creating server: Invalid argument - Wildcard model name '*' must be the ONLY startup model if specified at all."
     for path in args.model_repository or []:
         if not Path(path).is_dir(): return f'error: creating server: Internal - failed to stat file {path}'
-    return check_http_security(args)
+    return check_http_security(args) or check_trace_args(args)
 
 def deprecation_warnings(args) -> list:
     "tritonserver's stderr warnings for its deprecated `--strict-model-config` and `--response-cache-byte-size`."
@@ -338,6 +437,7 @@ def start_server(args) -> tuple:
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
                           server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode,
                           backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None))
+    if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))
     return server, failures

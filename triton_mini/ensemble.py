@@ -193,6 +193,7 @@ def _dispatch(self:_EnsembleRun, steps:list):
                                id=self.req.id, requested_outputs=list(s.output_map), parameters=self.req.parameters,
                                response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
         self.steps_in_flight[i] = sub
+        sub.trace = self.req.trace.child() if self.req.trace else False   # a step is traced with its ensemble (07b_trace)
         try: self.sched.submit(sub)
         except TritonError as e: self._on_step(i, InferenceResponse(error=e), True)
 

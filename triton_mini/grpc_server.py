@@ -401,16 +401,15 @@ async def LogSettings(self:GRPCFrontend, request, context):
     return out
 
 # %% ../nbs/08a_grpc.ipynb #f92c9ac8
-_TRACE_DEFAULTS = {'trace_level': 'OFF', 'trace_rate': '1000', 'trace_count': '-1', 'log_frequency': '0', 'trace_file': '', 'trace_mode': 'triton'}
-
 @patch
 @rpc('trace')
 async def TraceSetting(self:GRPCFrontend, request, context):
-    if request.model_name and not self.server.model_ready(request.model_name):
-        raise TritonError(f'Request for unknown model : {request.model_name}')
-    if request.settings: raise TritonError('trace is not supported by triton_mini', 'UNSUPPORTED')
+    "The trace extension's settings (07b_trace): a setting with no value goes back to the default."
+    doc = {k: list(v.value) for k, v in request.settings.items()}
+    setting = self.server.trace_setting(request.model_name, doc, grpc=True)
     out = pb.TraceSettingResponse()
-    for key, value in _TRACE_DEFAULTS.items(): out.settings[key].value.append(value)
+    for key, value in setting.to_json().items():
+        out.settings[key].value.extend(value if isinstance(value, list) else [value])
     return out
 
 # %% ../nbs/08a_grpc.ipynb #eb08390f
@@ -449,21 +448,28 @@ async def CudaSharedMemoryUnregister(self:GRPCFrontend, request, context): retur
 @patch
 @rpc('inference')
 async def ModelInfer(self:GRPCFrontend, request, context):
+    received = time.monotonic_ns()
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
     req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context),
                                      self.server.shared_memory)
+    trace = self.server.begin_trace(req, 'GRPC', received)   # None unless tracing is on and samples this request (07b)
     m, fut = self.server.submit_future(req)
     try: resp = await fut
     except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
         self.server.cancel(req, m)
+        if trace: trace.sent()
         raise
-    if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
-    if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
-    self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
-    if self.infer_compression is not None: context.set_compression(self.infer_compression)
-    return await off_loop(output_bytes(resp), encode_infer_response, req, resp, m, classes)
+    sending = time.monotonic_ns()
+    try:
+        if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
+        if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
+        self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
+        if self.infer_compression is not None: context.set_compression(self.infer_compression)
+        return await off_loop(output_bytes(resp), encode_infer_response, req, resp, m, classes)
+    finally:
+        if trace: trace.sent(sending)
 
 # %% ../nbs/08a_grpc.ipynb #4d2d6e08
 def _is_decoupled(server:TritonServer, request) -> bool:

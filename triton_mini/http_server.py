@@ -346,6 +346,8 @@ def _parse_path(path:str) -> tuple | None:
     if p[0] == 'health' and len(p) == 2 and p[1] in ('live', 'ready'): return ('health', None, -1, p[1])
     if p == ['models']: return ('models', None, -1, '')
     if p == ['models', 'stats']: return ('stats', None, -1, '')
+    if p == ['trace', 'setting']: return ('trace', None, -1, 'setting')                       # the trace extension
+    if len(p) == 4 and p[0] == 'models' and p[1] and p[2:] == ['trace', 'setting']: return ('trace', p[1], -1, 'setting')
     if p[0] == 'models' and len(p) >= 2 and p[1]:
         name, rest, version = p[1], p[2:], -1
         if len(rest) >= 2 and rest[0] == 'versions':
@@ -463,9 +465,16 @@ async def _logging(self:HTTPFrontend, method, body) -> Response:
         apply_log_settings(self.log_settings)
     return Response(200, json_dumps(self.log_settings))
 
+# %% ../nbs/08_http.ipynb #17018a09
+@patch
+async def _trace(self:HTTPFrontend, model:str|None, method:str, body:bytes) -> Response:
+    doc = await off_loop(len(body), parse_json, body) if method == 'POST' and body.strip() else None
+    return Response(200, json_dumps(self.server.trace_setting(model or '', doc).to_json()))
+
 # %% ../nbs/08_http.ipynb #a9446464
 @patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
+    received = time.monotonic_ns()
     m = self.server.repository.get(name, version)     # Triton looks at the model before the body
     if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
     body = await self._inflated(body, headers.get(b'content-encoding'))
@@ -474,13 +483,18 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     else: req, opts = await self._decode_infer(name, version, body, n)
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
+    trace = self.server.begin_trace(req, 'HTTP', received)   # None unless tracing is on and samples this request (07b)
     m, fut = self.server.submit_future(req)
     resp = await fut
-    if resp is None: resp = InferenceResponse()
-    if resp.error is not None: return error_response(resp.error)
-    self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
-    labels = m.labels if n != 0 and body else None
-    return await off_loop(output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+    sending = time.monotonic_ns()
+    try:
+        if resp is None: resp = InferenceResponse()
+        if resp.error is not None: return error_response(resp.error)
+        self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
+        labels = m.labels if n != 0 and body else None
+        return await off_loop(output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+    finally:
+        if trace: trace.sent(sending)
 
 @patch
 async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
@@ -677,10 +691,10 @@ _API_GROUP = {('server', ''): 'metadata', ('health', 'live'): 'health', ('health
               ('repository', 'load'): 'model-repository', ('repository', 'unload'): 'model-repository',
               ('model', ''): 'metadata', ('model', 'ready'): 'health', ('model', 'config'): 'model-config',
               ('model', 'stats'): 'statistics', ('model', 'infer'): 'inference', ('model', 'generate'): 'inference',
-              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging',
+              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging', ('trace', 'setting'): 'trace',
               **{(kind, action): 'shared-memory' for kind in ('systemsharedmemory', 'cudasharedmemory')
                  for action in ('status', 'register', 'unregister')}}
-_UNSERVED = ((re.compile(r'/v2/(?:models/[^/]+(?:/versions/[0-9]+)?/)?trace/setting'), 'trace'),
+_UNSERVED = ((re.compile(r'/v2/models/[^/]+/versions/[0-9]+/trace/setting'), 'trace'),
              (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
 
 def api_group(path:str, route:tuple|None) -> str|None:
@@ -707,7 +721,7 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
     if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
     kind, name, version, action = route
-    if kind == 'logging':
+    if kind in ('logging', 'trace'):
         if method not in ('GET', 'POST'): return NOT_ALLOWED
     elif _METHODS[(kind, action)] != method: return NOT_ALLOWED
     try:
@@ -724,6 +738,7 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         if kind == 'index': return await self._index(body)
         if kind == 'repository': return await self._repository(name, action, body)
         if kind == 'logging': return await self._logging(method, body)
+        if kind == 'trace': return await self._trace(name, method, body)
         if kind in ('systemsharedmemory', 'cudasharedmemory'): return self._shared_memory(kind, name, action, body)
     except TritonError as e: return error_response(e)
     except _Reply as r: return r.response

@@ -185,6 +185,8 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     end = self.clock()
     timing = getattr(inst, 'timing', None) or (0, end - start, 0)
     failed = getattr(inst, 'failed', False)
+    for r in batch:
+        if r.trace: r.trace.compute(start, timing, end)   # a traced request's COMPUTE_* timestamps (07b_trace)
     self.stats.record_batch(self._counted(batch), timing, not failed, end)
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:

@@ -23,6 +23,7 @@ from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 from .shared_memory import SharedMemoryRegistry
 from .response_cache import ResponseCache, cache_enabled, serve_from_cache
+from .trace import TraceManager, TraceSetting, parse_trace_update
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +308,9 @@ def check_correlation_id(req:InferenceRequest):
             raise TritonError(f'string correlation ID cannot be longer than {MAX_STRING_CORRELATION_ID} characters', 'UNSUPPORTED')
     elif isinstance(cid, int) and not isinstance(cid, bool): req.correlation_id = cid % 2**64
 
+# %% ../nbs/07_server.ipynb #4e89fb81
+TritonServer._traces = None   # tracing's TraceManager (07b_trace, see Tracing below): None until configured or asked for
+
 # %% ../nbs/07_server.ipynb #d8fab1fb
 _RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
 
@@ -319,6 +323,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     for _ in range(_RESUBMITS):
         validate_request(m, req)
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
+        if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req)   # 07b_trace
         if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
         try:
             m.scheduler.enqueue(req)
@@ -345,6 +350,7 @@ def stop(self:TritonServer, timeout:float|None=None) -> list:
     stuck = self.repository.unload_all(timeout)
     self.repository.remove_overrides()      # the files load requests sent go with their models
     self.shared_memory.unregister()         # unmap every region, as Triton's exit does
+    if self._traces is not None: self._traces.close()   # the traces not written yet go to the trace file (07b_trace)
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]
 
@@ -525,7 +531,7 @@ def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
 
 # %% ../nbs/07_server.ipynb #d48a967c
 _EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
-               'model_configuration', 'system_shared_memory', 'cuda_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'logging']
+               'model_configuration', 'system_shared_memory', 'cuda_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging']
 
 @patch
 def server_metadata(self:TritonServer) -> dict:
@@ -588,6 +594,30 @@ def unload_model(self:TritonServer, name:str, unload_dependents:bool=False):
 def repository_index(self:TritonServer, ready:bool=False) -> list:
     "Triton's repository index: every model and version with its state (only READY ones if `ready`)."
     return self.repository.index(ready=ready)
+
+# %% ../nbs/07_server.ipynb #09e3a3c9
+@patch(as_prop=True)
+def traces(self:TritonServer) -> TraceManager:
+    "The server's TraceManager (made on first use with Triton's defaults: tracing off)."
+    if self._traces is None: self._traces = TraceManager()
+    return self._traces
+
+@patch
+def begin_trace(self:TritonServer, req:InferenceRequest, protocol:str, received_ns:int):
+    "For a front end, before `submit`: sample `req` with its receive time; a Trace the front end ends with `sent`, or None."
+    tm = self._traces
+    return tm.begin(req, protocol, received_ns) if tm is not None and tm.enabled else None
+
+@patch
+def configure_tracing(self:TritonServer, setting:TraceSetting):
+    "Trace with `setting` (the command line's --trace-config); settings requests change it later."
+    self._traces = TraceManager(setting)
+
+@patch
+def trace_setting(self:TritonServer, model_name:str='', doc:dict|None=None, grpc:bool=False) -> TraceSetting:
+    "Triton's trace setting request: apply `doc` ({name: value}) to `model_name`'s setting or the global one; the setting in force."
+    if model_name and not self.model_ready(model_name): raise TritonError(f'Request for unknown model : {model_name}')
+    return self.traces.update(model_name or None, parse_trace_update(doc or {}, grpc))
 
 # %% ../nbs/07_server.ipynb #b97b408e
 @patch

@@ -104,8 +104,7 @@ def gen_body(**kw): return kw
 
 case('health_live', 'GET', '/v2/health/live')
 case('health_ready', 'GET', '/v2/health/ready')
-case('server_metadata', 'GET', '/v2', normalize=('server_version',),
-     xfail='triton-mini lists only the extensions it implements: not trace')
+case('server_metadata', 'GET', '/v2', normalize=('server_version',))
 case('route_root', 'GET', '/')
 case('route_v2_health', 'GET', '/v2/health')
 case('route_trailing_slash', 'GET', f'{ADD}/')
@@ -541,8 +540,9 @@ case('logging_set_file', 'POST', '/v2/logging', {'log_file': '/tmp/x.log'})
 case('logging_bad_level', 'POST', '/v2/logging', {'log_verbose_level': -1})
 case('logging_bad_bool', 'POST', '/v2/logging', {'log_info': 'yes'})
 case('logging_set_and_restore', 'POST', '/v2/logging', {'log_verbose_level': 0, 'log_info': True})
-case('trace_setting', 'GET', '/v2/trace/setting',
-     xfail='triton-mini does not implement the trace extension (404)')
+case('trace_setting', 'GET', '/v2/trace/setting')
+case('trace_setting_model', 'GET', '/v2/models/add_sub/trace/setting')
+case('trace_setting_bad_rate', 'POST', '/v2/trace/setting', {'trace_rate': '0'})
 # Shared memory without a shm object (regions that exist are compared in tests/test_shared_memory.py, which makes them)
 SHM, CUDA = '/v2/systemsharedmemory', '/v2/cudasharedmemory'
 case('shm_status', 'GET', f'{SHM}/status')
