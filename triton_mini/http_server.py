@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, base64, contextlib, functools, gc, gzip, json, logging, math, multiprocessing, os, pickle, re, socket, tempfile, threading, time, traceback, zlib
+import asyncio, base64, contextlib, inspect, functools, gc, gzip, json, logging, math, multiprocessing, os, pickle, re, socket, tempfile, threading, time, traceback, zlib
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -25,11 +25,11 @@ from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, Ra
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'DEEP_JSON_BYTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'parse_json', 'gc_paused',
-           'parse_deep_json', 'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length',
-           'encode_infer_response', 'parse_path', 'HTTPFrontend', 'inflate', 'decode_generate', 'generate_json',
-           'cancel_on_disconnect', 'api_group', 'decode_in_worker', 'DecodeWorker', 'shm_route', 'register_fields',
-           'cuda_register', 'cuda_status', 'shm_placement', 'shm_output']
+__all__ = ['log', 'DEEP_JSON_BYTES', 'ROUTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'parse_json',
+           'gc_paused', 'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'encode_infer_response',
+           'parse_path', 'Call', 'HTTPFrontend', 'inflate', 'decode_generate', 'generate_json', 'cancel_on_disconnect',
+           'api_group', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status', 'shm_placement', 'shm_output',
+           'parse_deep_json', 'decode_in_worker', 'DecodeWorker']
 
 # %% ../nbs/08_http.ipynb #643ca634
 def error_response(err:TritonError, headers=None) -> Response:
@@ -93,93 +93,6 @@ def _rapidjson_message(body:bytes, why:str, pos:int) -> str:
     if 'trailing' in why.lower() or 'after document' in why: return 'The document root must not be followed by other values.'
     if body.lstrip()[:1] == b'{' and pos <= 1 and body[pos:pos + 1] not in (b'"', b'}'): return 'Missing a name for object member.'
     return 'Invalid value.'
-
-# %% ../nbs/08_http.ipynb #82893bd0
-_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|'
-                    rb'(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null|NaN|-?Infinity)|(?=.)|\Z)', re.S)
-_OPEN_A, _OPEN_O, _CLOSE_A, _CLOSE_O, _COMMA, _COLON, _STRING, _NUMBER, _LITERAL = range(1, 10)   # token kinds: group numbers
-_LITERALS = {b'true': True, b'false': False, b'null': None, b'NaN': float('nan'), b'Infinity': float('inf'), b'-Infinity': float('-inf')}
-
-def _json_fail(what:str, pos:int):
-    raise TritonError(f'failed to parse the request JSON buffer: {what} at {pos}', 'INTERNAL')
-
-def _scalar(tok:bytes, kind:int, at:int):
-    "The value of a string, number or literal token, as rapidjson reads it."
-    try:
-        if kind == _STRING:
-            v = tok[1:-1].decode(errors='replace')      # rapidjson does not check UTF-8: read on, as it does
-            if '\\' in v: v = json.loads(f'"{v}"')
-            v.encode()             # a lone surrogate escape raises
-            return v
-        if kind == _LITERAL: return _LITERALS[tok]
-        if tok.lstrip(b'-').isdigit() and len(tok) <= 21 and -2**63 <= (i := int(tok)) < 2**64: return i
-        if math.isinf(f := float(tok)): _json_fail('Number too big to be stored in double.', at)
-        return f                   # an integer beyond 64 bits is a double in rapidjson
-    except UnicodeEncodeError: _json_fail('The surrogate pair in string is invalid.', at)
-    except ValueError: _json_fail('Invalid value.', at)
-
-# %% ../nbs/08_http.ipynb #77083b54
-_LITERAL_STARTS = {b'n': b'null', b't': b'true', b'f': b'false', b'N': b'NaN', b'I': b'Infinity'}
-_MISSING = {'key': 'Missing a name for object member.', 'firstkey': 'Missing a name for object member.',
-            ':': 'Missing a colon after a name of object member.',
-            ']': "Missing a comma or ']' after an array element.", '}': "Missing a comma or '}' after an object member."}
-
-def _unexpected(m, want, stack, body):
-    "Triton's error for a token (or the end) that cannot come next."
-    at = m.end() - len(m.group(m.lastindex)) if m.lastindex else m.end()
-    if want == 'done': _json_fail('The document root must not be followed by other values.', at)
-    if body[at:at + 1] == b'"' and want in ('value', 'first', 'key', 'firstkey'): _bad_string(body, at)
-    if want in ('value', 'first') and (lit := _LITERAL_STARTS.get(body[at:at + 1])) is not None:
-        n = next((i for i, (a, b) in enumerate(zip(body[at:], lit)) if a != b), min(len(lit), len(body) - at))   # where the word goes wrong
-        _json_fail('Invalid value.', at + n)
-    if want == 'value' and not stack and at == len(body): _json_fail('The document is empty.', at)
-    _json_fail(_MISSING.get(want, 'Invalid value.'), at)
-
-_STRING_PREFIX = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
-
-def _bad_string(body:bytes, at:int):
-    "rapidjson's error for a string that does not end well: what follows its longest good prefix."
-    p = _STRING_PREFIX.match(body, at).end()
-    c = body[p:p + 1]
-    if c in (b'', b'\0'): _json_fail('Missing a closing quotation mark in string.', p)
-    if c == b'\\': _json_fail('Incorrect hex digit after \\u escape in string.' if body[p + 1:p + 2] == b'u' else 'Invalid escape character in string.', p)
-    _json_fail('Invalid escape character in string.', p)          # a control character: rapidjson's words for it
-
-def _check_number_end(body:bytes, end:int):
-    "rapidjson's error for a number cut short: a '.' or an exponent without digits."
-    c = body[end:end + 1]
-    if c == b'.': _json_fail('Miss fraction part in number.', end + 1)
-    if c in (b'e', b'E'): _json_fail('Miss exponent in number.', end + 1 + (body[end + 1:end + 2] in (b'+', b'-')))
-
-def _step(want, kind, stack):
-    "The container a token closes (or None), and what comes next; raises for a token that cannot come next."
-    if want in ('value', 'first') and kind in (_OPEN_A, _OPEN_O):
-        stack.append([] if kind == _OPEN_A else {})
-        return None, 'first' if kind == _OPEN_A else 'firstkey'
-    if (want, kind) in (('first', _CLOSE_A), ('firstkey', _CLOSE_O), (']', _CLOSE_A), ('}', _CLOSE_O)): return stack.pop(), None
-    if want in (']', '}') and kind == _COMMA: return None, 'value' if want == ']' else 'key'
-    if want == ':' and kind == _COLON: return None, 'value'
-    raise ValueError(want)
-
-def parse_deep_json(body:bytes, max_depth:int=1 << 20):
-    "Parse JSON nested up to `max_depth` levels without recursion (NaN and Infinity allowed, as in Triton)."
-    stack, keys, want, root = [], [], 'value', None
-    for m in _TOKEN.finditer(body):
-        kind = m.lastindex
-        if want == 'done' and kind is None and m.end() == len(body): break
-        scalar = kind in (_STRING, _NUMBER, _LITERAL)
-        if want in ('key', 'firstkey') and kind == _STRING: keys.append(_scalar(m.group(kind), kind, m.start(kind))); want = ':'; continue
-        if kind == _NUMBER and want in ('value', 'first'): _check_number_end(body, m.end())
-        if scalar and want in ('value', 'first'): value = _scalar(m.group(kind), kind, m.start(kind))
-        else:
-            try: value, want = _step(want, kind, stack)
-            except ValueError: _unexpected(m, want, stack, body)
-            if len(stack) > max_depth: raise _too_deep(max_depth)
-            if value is None and want is not None: continue
-        if not stack: root, want = value, 'done'; continue
-        if type(stack[-1]) is list: stack[-1].append(value); want = ']'
-        else: stack[-1][keys.pop()] = value; want = '}'
-    return root
 
 # %% ../nbs/08_http.ipynb #640fc0cb
 _RESERVED = ('sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output')
@@ -364,12 +277,37 @@ def _parse_path(path:str) -> tuple | None:
     return None
 
 # %% ../nbs/08_http.ipynb #25322a7d
-_METHODS = {('server', ''): 'GET', ('health', 'live'): 'GET', ('health', 'ready'): 'GET', ('models', ''): 'GET',
-            ('stats', ''): 'GET', ('index', ''): 'POST', ('repository', 'load'): 'POST', ('repository', 'unload'): 'POST',
-            ('model', ''): 'GET', ('model', 'ready'): 'GET', ('model', 'config'): 'GET', ('model', 'stats'): 'GET',
-            ('model', 'infer'): 'POST', ('model', 'generate'): 'POST', ('model', 'generate_stream'): 'POST',
-            **{(kind, action): 'GET' if action == 'status' else 'POST'     # the shared-memory extension
-               for kind in ('systemsharedmemory', 'cudasharedmemory') for action in ('status', 'register', 'unregister')}}
+class Call:
+    "One request as the handlers see it (what `dispatch` knows of it)."
+    __slots__ = ('name', 'version', 'action', 'method', 'body', 'headers', 'send', 'raw_headers', 'receive')
+    def __init__(self, *values):
+        for k, v in zip(self.__slots__, values): setattr(self, k, v)
+
+_SHM = ('systemsharedmemory', 'cudasharedmemory')
+# The one route table: (kind, action) from parse_path -> (methods, --http-restricted-api group, handler(frontend, call)).
+# Handlers return a Response, or a coroutine of one (None: a stream that sent itself).
+ROUTES = {
+    ('server', ''):             ('GET', 'metadata', lambda f, c: f._server()),
+    ('health', 'live'):         ('GET', 'health', lambda f, c: f._health(c.action, c.body, c.headers)),
+    ('health', 'ready'):        ('GET', 'health', lambda f, c: f._health(c.action, c.body, c.headers)),
+    ('models', ''):             ('GET', 'model-repository', lambda f, c: f._models()),
+    ('stats', ''):              ('GET', 'statistics', lambda f, c: f._stats()),
+    ('index', ''):              ('POST', 'model-repository', lambda f, c: f._index(c.body)),
+    ('repository', 'load'):     ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body)),
+    ('repository', 'unload'):   ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body)),
+    ('model', ''):              ('GET', 'metadata', lambda f, c: f._model_get(c.name, c.version, c.action)),
+    ('model', 'ready'):         ('GET', 'health', lambda f, c: f._model_get(c.name, c.version, c.action)),
+    ('model', 'config'):        ('GET', 'model-config', lambda f, c: f._model_get(c.name, c.version, c.action)),
+    ('model', 'stats'):         ('GET', 'statistics', lambda f, c: f._model_get(c.name, c.version, c.action)),
+    ('model', 'infer'):         ('POST', 'inference', lambda f, c: f._infer(c.name, c.version, c.body, c.headers, c.raw_headers)),
+    ('model', 'generate'):      ('POST', 'inference', lambda f, c: f._generate(c.name, c.version, c.body, c.headers, c.receive)),
+    ('model', 'generate_stream'): ('POST', 'inference', lambda f, c: f._generate_stream(c.name, c.version, c.body, c.send, c.headers, c.receive)),
+    ('logging', ''):            (('GET', 'POST'), 'logging', lambda f, c: f._logging(c.method, c.body)),
+    ('trace', 'setting'):       (('GET', 'POST'), 'trace', lambda f, c: f._trace(c.name, c.method, c.body)),
+    **{(kind, action): ('GET' if action == 'status' else 'POST', 'shared-memory',
+                        lambda f, c, kind=kind: f._shared_memory(kind, c.name, c.action, c.body))
+       for kind in _SHM for action in ('status', 'register', 'unregister')}}
+ROUTES = {k: ((m,) if isinstance(m, str) else m, group, h) for k, (m, group, h) in ROUTES.items()}   # methods as tuples
 
 class HTTPFrontend:
     "Triton's HTTP/REST endpoints over a TritonServer, as an ASGI application."
@@ -686,14 +624,7 @@ async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers
 RESTRICTED_API_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository',
                          'statistics', 'trace', 'logging')
 
-_API_GROUP = {('server', ''): 'metadata', ('health', 'live'): 'health', ('health', 'ready'): 'health',
-              ('models', ''): 'model-repository', ('stats', ''): 'statistics', ('index', ''): 'model-repository',
-              ('repository', 'load'): 'model-repository', ('repository', 'unload'): 'model-repository',
-              ('model', ''): 'metadata', ('model', 'ready'): 'health', ('model', 'config'): 'model-config',
-              ('model', 'stats'): 'statistics', ('model', 'infer'): 'inference', ('model', 'generate'): 'inference',
-              ('model', 'generate_stream'): 'inference', ('logging', ''): 'logging', ('trace', 'setting'): 'trace',
-              **{(kind, action): 'shared-memory' for kind in ('systemsharedmemory', 'cudasharedmemory')
-                 for action in ('status', 'register', 'unregister')}}
+_API_GROUP = {k: v[1] for k, v in ROUTES.items()}
 _UNSERVED = ((re.compile(r'/v2/models/[^/]+/versions/[0-9]+/trace/setting'), 'trace'),
              (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
 
@@ -721,25 +652,12 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
     if self.restricted_apis and (refused := self._restricted(api_group(path, route), raw_headers or list(headers.items()))): return refused
     if route is None: return NOT_FOUND
     kind, name, version, action = route
-    if kind in ('logging', 'trace'):
-        if method not in ('GET', 'POST'): return NOT_ALLOWED
-    elif _METHODS[(kind, action)] != method: return NOT_ALLOWED
+    methods, _, handler = ROUTES[kind, action]
+    if method not in methods: return NOT_ALLOWED
     try:
         if isinstance(version, str): raise _version_error(version)
-        if kind == 'model':
-            if action == 'infer': return await self._infer(name, version, body, headers, raw_headers)
-            if action == 'generate': return await self._generate(name, version, body, headers, receive)
-            if action == 'generate_stream': return await self._generate_stream(name, version, body, send, headers, receive)
-            return self._model_get(name, version, action)
-        if kind == 'health': return self._health(action, body, headers)
-        if kind == 'server': return self._server()
-        if kind == 'models': return self._models()
-        if kind == 'stats': return self._stats()
-        if kind == 'index': return await self._index(body)
-        if kind == 'repository': return await self._repository(name, action, body)
-        if kind == 'logging': return await self._logging(method, body)
-        if kind == 'trace': return await self._trace(name, method, body)
-        if kind in ('systemsharedmemory', 'cudasharedmemory'): return self._shared_memory(kind, name, action, body)
+        resp = handler(self, Call(name, version, action, method, body, headers, send, raw_headers, receive))
+        return await resp if inspect.isawaitable(resp) else resp
     except TritonError as e: return error_response(e)
     except _Reply as r: return r.response
     except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
@@ -785,6 +703,157 @@ def _too_large(n, limit):
     return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
 
 
+
+# %% ../nbs/08_http.ipynb #e3001493
+def shm_route(p:list) -> tuple|None:
+    "(kind, region or None, -1, action) for a shared-memory path (split on '/', after /v2), None when no route matches."
+    kind, rest, name = p[0], p[1:], None
+    if len(rest) == 3 and rest[0] == 'region' and rest[1]: name, rest = rest[1], rest[2:]
+    if len(rest) != 1 or rest[0] not in ('status', 'register', 'unregister'): return None
+    return (kind, name, -1, rest[0])
+
+# %% ../nbs/08_http.ipynb #d2477c0e
+def register_fields(doc) -> tuple:
+    "(key, offset, byte_size) of a system shared-memory register request, checked as Triton checks them."
+    if not isinstance(doc, dict) or 'key' not in doc: raise TritonError("Shared memory register request has no 'key' field")
+    key = _field(doc, 'key', str, verb=None)
+    offset = _field(doc, 'offset', 'uint', required=False, verb=None) or 0
+    if 'byte_size' not in doc: raise TritonError("Shared memory register request has no 'byte_size' field")
+    return key, offset, _field(doc, 'byte_size', 'uint', verb=None)
+
+# %% ../nbs/08_http.ipynb #9a0803ee
+def cuda_register(doc):
+    "What Triton's CPU-only build answers to a CUDA shared-memory register request: always an error."
+    if not isinstance(doc, dict) or 'raw_handle' not in doc: raise TritonError("Shared memory register request has no 'raw_handle' field")
+    b64 = _field(doc['raw_handle'], 'b64', str, verb=None)
+    if 'device_id' not in doc: raise TritonError("attempt to access non-existing object member 'device_id'", 'INTERNAL')
+    if type(doc['device_id']) is not int: raise TritonError('attempt to access JSON non-signed-integer as signed-integer', 'INTERNAL')
+    _field(doc, 'byte_size', 'uint', verb=None)
+    try: handle = base64.b64decode(b64)
+    except ValueError: handle = b''
+    if len(handle) != 64: raise TritonError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    raise TritonError('failed to register shared memory region: invalid args')
+
+def cuda_status(region:str|None) -> list:
+    "No CUDA region is ever registered."
+    if region is not None: raise TritonError(f"Unable to find cuda shared memory region: '{region}'", 'NOT_FOUND')
+    return []
+
+# %% ../nbs/08_http.ipynb #1c423880
+@patch
+def _shared_memory(self:HTTPFrontend, kind:str, region:str|None, action:str, body:bytes) -> Response:
+    "status / register / unregister, for system and CUDA shared memory."
+    system, shm = kind == 'systemsharedmemory', self.server.shared_memory
+    if action == 'status': return Response(200, json_dumps(shm.status(region) if system else cuda_status(region)))
+    if action == 'unregister':
+        if system: shm.unregister(region)     # an unknown name is not an error
+        return Response(200, b'')
+    if region is None: raise TritonError(f"'region name' is necessary to register {'system' if system else 'cuda'} shared memory region")
+    doc = parse_json(body)
+    if system: shm.register(region, *register_fields(doc))
+    else: cuda_register(doc)
+    return Response(200, b'')
+
+# %% ../nbs/08_http.ipynb #807fc0a9
+def shm_placement(params:dict, shm) -> Placement:
+    "The shared-memory window named in an input's or output's `parameters`, checked against the registry."
+    region = _field(params, 'shared_memory_region', str)
+    offset = _field(params, 'shared_memory_offset', 'uint', required=False) or 0
+    size = _field(params, 'shared_memory_byte_size', 'uint', required=False) or 0
+    return shm.placement(region, offset, size)
+
+def shm_output(params:dict, binary:bool, classification:int, shm) -> Placement:
+    "A requested output's window; Triton refuses it together with `binary_data` or `classification`."
+    if binary: raise TritonError("Output can't set both 'shared_memory_region' and 'binary_data'")
+    if classification: raise TritonError("Output can't set both 'shared_memory_region' and 'classification'")
+    return shm_placement(params, shm)
+
+# %% ../nbs/08_http.ipynb #82893bd0
+_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|'
+                    rb'(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null|NaN|-?Infinity)|(?=.)|\Z)', re.S)
+_OPEN_A, _OPEN_O, _CLOSE_A, _CLOSE_O, _COMMA, _COLON, _STRING, _NUMBER, _LITERAL = range(1, 10)   # token kinds: group numbers
+_LITERALS = {b'true': True, b'false': False, b'null': None, b'NaN': float('nan'), b'Infinity': float('inf'), b'-Infinity': float('-inf')}
+
+def _json_fail(what:str, pos:int):
+    raise TritonError(f'failed to parse the request JSON buffer: {what} at {pos}', 'INTERNAL')
+
+def _scalar(tok:bytes, kind:int, at:int):
+    "The value of a string, number or literal token, as rapidjson reads it."
+    try:
+        if kind == _STRING:
+            v = tok[1:-1].decode(errors='replace')      # rapidjson does not check UTF-8: read on, as it does
+            if '\\' in v: v = json.loads(f'"{v}"')
+            v.encode()             # a lone surrogate escape raises
+            return v
+        if kind == _LITERAL: return _LITERALS[tok]
+        if tok.lstrip(b'-').isdigit() and len(tok) <= 21 and -2**63 <= (i := int(tok)) < 2**64: return i
+        if math.isinf(f := float(tok)): _json_fail('Number too big to be stored in double.', at)
+        return f                   # an integer beyond 64 bits is a double in rapidjson
+    except UnicodeEncodeError: _json_fail('The surrogate pair in string is invalid.', at)
+    except ValueError: _json_fail('Invalid value.', at)
+
+# %% ../nbs/08_http.ipynb #77083b54
+_LITERAL_STARTS = {b'n': b'null', b't': b'true', b'f': b'false', b'N': b'NaN', b'I': b'Infinity'}
+_MISSING = {'key': 'Missing a name for object member.', 'firstkey': 'Missing a name for object member.',
+            ':': 'Missing a colon after a name of object member.',
+            ']': "Missing a comma or ']' after an array element.", '}': "Missing a comma or '}' after an object member."}
+
+def _unexpected(m, want, stack, body):
+    "Triton's error for a token (or the end) that cannot come next."
+    at = m.end() - len(m.group(m.lastindex)) if m.lastindex else m.end()
+    if want == 'done': _json_fail('The document root must not be followed by other values.', at)
+    if body[at:at + 1] == b'"' and want in ('value', 'first', 'key', 'firstkey'): _bad_string(body, at)
+    if want in ('value', 'first') and (lit := _LITERAL_STARTS.get(body[at:at + 1])) is not None:
+        n = next((i for i, (a, b) in enumerate(zip(body[at:], lit)) if a != b), min(len(lit), len(body) - at))   # where the word goes wrong
+        _json_fail('Invalid value.', at + n)
+    if want == 'value' and not stack and at == len(body): _json_fail('The document is empty.', at)
+    _json_fail(_MISSING.get(want, 'Invalid value.'), at)
+
+_STRING_PREFIX = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+
+def _bad_string(body:bytes, at:int):
+    "rapidjson's error for a string that does not end well: what follows its longest good prefix."
+    p = _STRING_PREFIX.match(body, at).end()
+    c = body[p:p + 1]
+    if c in (b'', b'\0'): _json_fail('Missing a closing quotation mark in string.', p)
+    if c == b'\\': _json_fail('Incorrect hex digit after \\u escape in string.' if body[p + 1:p + 2] == b'u' else 'Invalid escape character in string.', p)
+    _json_fail('Invalid escape character in string.', p)          # a control character: rapidjson's words for it
+
+def _check_number_end(body:bytes, end:int):
+    "rapidjson's error for a number cut short: a '.' or an exponent without digits."
+    c = body[end:end + 1]
+    if c == b'.': _json_fail('Miss fraction part in number.', end + 1)
+    if c in (b'e', b'E'): _json_fail('Miss exponent in number.', end + 1 + (body[end + 1:end + 2] in (b'+', b'-')))
+
+def _step(want, kind, stack):
+    "The container a token closes (or None), and what comes next; raises for a token that cannot come next."
+    if want in ('value', 'first') and kind in (_OPEN_A, _OPEN_O):
+        stack.append([] if kind == _OPEN_A else {})
+        return None, 'first' if kind == _OPEN_A else 'firstkey'
+    if (want, kind) in (('first', _CLOSE_A), ('firstkey', _CLOSE_O), (']', _CLOSE_A), ('}', _CLOSE_O)): return stack.pop(), None
+    if want in (']', '}') and kind == _COMMA: return None, 'value' if want == ']' else 'key'
+    if want == ':' and kind == _COLON: return None, 'value'
+    raise ValueError(want)
+
+def parse_deep_json(body:bytes, max_depth:int=1 << 20):
+    "Parse JSON nested up to `max_depth` levels without recursion (NaN and Infinity allowed, as in Triton)."
+    stack, keys, want, root = [], [], 'value', None
+    for m in _TOKEN.finditer(body):
+        kind = m.lastindex
+        if want == 'done' and kind is None and m.end() == len(body): break
+        scalar = kind in (_STRING, _NUMBER, _LITERAL)
+        if want in ('key', 'firstkey') and kind == _STRING: keys.append(_scalar(m.group(kind), kind, m.start(kind))); want = ':'; continue
+        if kind == _NUMBER and want in ('value', 'first'): _check_number_end(body, m.end())
+        if scalar and want in ('value', 'first'): value = _scalar(m.group(kind), kind, m.start(kind))
+        else:
+            try: value, want = _step(want, kind, stack)
+            except ValueError: _unexpected(m, want, stack, body)
+            if len(stack) > max_depth: raise _too_deep(max_depth)
+            if value is None and want is not None: continue
+        if not stack: root, want = value, 'done'; continue
+        if type(stack[-1]) is list: stack[-1].append(value); want = ']'
+        else: stack[-1][keys.pop()] = value; want = '}'
+    return root
 
 # %% ../nbs/08_http.ipynb #fc08bd18
 class _NeedsServer(BaseException):
@@ -892,67 +961,3 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
 def close(self:HTTPFrontend):
     "Stop the front end's worker process, if it started (HTTPService.stop and the command call this)."
     if self.json_worker is not None: self.json_worker.close()
-
-# %% ../nbs/08_http.ipynb #e3001493
-def shm_route(p:list) -> tuple|None:
-    "(kind, region or None, -1, action) for a shared-memory path (split on '/', after /v2), None when no route matches."
-    kind, rest, name = p[0], p[1:], None
-    if len(rest) == 3 and rest[0] == 'region' and rest[1]: name, rest = rest[1], rest[2:]
-    if len(rest) != 1 or rest[0] not in ('status', 'register', 'unregister'): return None
-    return (kind, name, -1, rest[0])
-
-# %% ../nbs/08_http.ipynb #d2477c0e
-def register_fields(doc) -> tuple:
-    "(key, offset, byte_size) of a system shared-memory register request, checked as Triton checks them."
-    if not isinstance(doc, dict) or 'key' not in doc: raise TritonError("Shared memory register request has no 'key' field")
-    key = _field(doc, 'key', str, verb=None)
-    offset = _field(doc, 'offset', 'uint', required=False, verb=None) or 0
-    if 'byte_size' not in doc: raise TritonError("Shared memory register request has no 'byte_size' field")
-    return key, offset, _field(doc, 'byte_size', 'uint', verb=None)
-
-# %% ../nbs/08_http.ipynb #9a0803ee
-def cuda_register(doc):
-    "What Triton's CPU-only build answers to a CUDA shared-memory register request: always an error."
-    if not isinstance(doc, dict) or 'raw_handle' not in doc: raise TritonError("Shared memory register request has no 'raw_handle' field")
-    b64 = _field(doc['raw_handle'], 'b64', str, verb=None)
-    if 'device_id' not in doc: raise TritonError("attempt to access non-existing object member 'device_id'", 'INTERNAL')
-    if type(doc['device_id']) is not int: raise TritonError('attempt to access JSON non-signed-integer as signed-integer', 'INTERNAL')
-    _field(doc, 'byte_size', 'uint', verb=None)
-    try: handle = base64.b64decode(b64)
-    except ValueError: handle = b''
-    if len(handle) != 64: raise TritonError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
-    raise TritonError('failed to register shared memory region: invalid args')
-
-def cuda_status(region:str|None) -> list:
-    "No CUDA region is ever registered."
-    if region is not None: raise TritonError(f"Unable to find cuda shared memory region: '{region}'", 'NOT_FOUND')
-    return []
-
-# %% ../nbs/08_http.ipynb #1c423880
-@patch
-def _shared_memory(self:HTTPFrontend, kind:str, region:str|None, action:str, body:bytes) -> Response:
-    "status / register / unregister, for system and CUDA shared memory."
-    system, shm = kind == 'systemsharedmemory', self.server.shared_memory
-    if action == 'status': return Response(200, json_dumps(shm.status(region) if system else cuda_status(region)))
-    if action == 'unregister':
-        if system: shm.unregister(region)     # an unknown name is not an error
-        return Response(200, b'')
-    if region is None: raise TritonError(f"'region name' is necessary to register {'system' if system else 'cuda'} shared memory region")
-    doc = parse_json(body)
-    if system: shm.register(region, *register_fields(doc))
-    else: cuda_register(doc)
-    return Response(200, b'')
-
-# %% ../nbs/08_http.ipynb #807fc0a9
-def shm_placement(params:dict, shm) -> Placement:
-    "The shared-memory window named in an input's or output's `parameters`, checked against the registry."
-    region = _field(params, 'shared_memory_region', str)
-    offset = _field(params, 'shared_memory_offset', 'uint', required=False) or 0
-    size = _field(params, 'shared_memory_byte_size', 'uint', required=False) or 0
-    return shm.placement(region, offset, size)
-
-def shm_output(params:dict, binary:bool, classification:int, shm) -> Placement:
-    "A requested output's window; Triton refuses it together with `binary_data` or `classification`."
-    if binary: raise TritonError("Output can't set both 'shared_memory_region' and 'binary_data'")
-    if classification: raise TritonError("Output can't set both 'shared_memory_region' and 'classification'")
-    return shm_placement(params, shm)
