@@ -181,3 +181,28 @@ def test_every_flag_matches_live_help(oracle):
     r = subprocess.run([oracle, '--help'], capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert sorted(set(re.findall(r'^\s+(--[a-z0-9-]+)', out, re.M))) == sorted(set(TRITONSERVER_FLAGS))
+
+
+IDENTITY_CFG = '''backend: "identity"
+max_batch_size: {mbs}
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+'''
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('name', ['small', 'absent'])
+def test_model_config_name_matches_triton(tmp_path, launch, name):
+    "--model-config-name=small reads configs/small.pbtxt where a model has it, config.pbtxt elsewhere or when it is absent."
+    repo = tmp_path / 'models'
+    for model, custom in (('with_custom', True), ('plain', False)):
+        write_model(repo, model, IDENTITY_CFG.format(mbs=8), SLEEPY)
+        (repo / model / 'config.pbtxt').write_text('backend: "python"\n' + IDENTITY_CFG.format(mbs=8).split('\n', 1)[1])
+        if custom:
+            (repo / model / 'configs').mkdir()
+            (repo / model / 'configs' / 'small.pbtxt').write_text('backend: "python"\n' + IDENTITY_CFG.format(mbs=2).split('\n', 1)[1])
+    seen = {}
+    for kind, start in (('triton', launch.real_triton), ('mini', launch.mini_process)):
+        s = start(repo, f'--model-config-name={name}')
+        seen[kind] = {m: json.loads(urllib.request.urlopen(f'http://127.0.0.1:{s.http_port}/v2/models/{m}/config').read())['max_batch_size']
+                      for m in ('with_custom', 'plain')}
+    assert seen['mini'] == seen['triton'] == {'with_custom': 2 if name == 'small' else 8, 'plain': 8}

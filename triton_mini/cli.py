@@ -192,7 +192,7 @@ def check_trace_args(args) -> str | None:
 # cache libraries, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--rate-limit', '--rate-limit-resource', '--cache-directory',
-                 '--metrics-config', '--buffer-manager-thread-count', '--host-policy', '--model-config-name',
+                 '--metrics-config', '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
                  '--cuda-virtual-address-size', '--enable-peer-access', '--min-supported-compute-capability',
@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 allow_abbrev=False)
     p.add_argument('--model-repository', '--model-store', action='append', metavar='PATH', help='model repository (repeatable); default: the bundled example repository')
     p.add_argument('--model-control-mode', choices=('none', 'poll', 'explicit'), default='none')
+    p.add_argument('--model-config-name', default='', metavar='NAME', help='read configs/NAME.pbtxt instead of config.pbtxt where a model has it')
     p.add_argument('--repository-poll-secs', type=float, default=15, metavar='SECONDS')
     p.add_argument('--load-model', action='append', default=[], metavar='NAME', help="with explicit mode: load at start ('*' = all)")
     _bool(p, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
@@ -436,7 +437,8 @@ def start_server(args) -> tuple:
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
                           server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode,
-                          backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None))
+                          backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None),
+                          model_config_name=args.model_config_name)
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))

@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'model_path',
            'config_paths', 'check_config_paths', 'op_library_path', 'find_models', 'version_dirs', 'select_versions',
-           'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
-           'model_fingerprint', 'dependencies', 'remove_tree']
+           'config_file', 'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry',
+           'ModelRepository', 'model_fingerprint', 'dependencies', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -109,10 +109,15 @@ def select_versions(config:ModelConfig, available:list) -> list:
     return chosen
 
 # %% ../nbs/02_model_repository.ipynb #cbd6bd1c
-def read_model_config(model_dir:Path, *, override:str|None=None, strict:bool=False, complete=None) -> tuple:
+def config_file(model_dir:Path, config_name:str='') -> Path:
+    "The config a model is read from: `configs/<config_name>.pbtxt` when --model-config-name names one it has, else config.pbtxt."
+    if config_name and (custom := Path(model_dir) / 'configs' / f'{config_name}.pbtxt').is_file(): return custom
+    return Path(model_dir) / 'config.pbtxt'
+
+def read_model_config(model_dir:Path, *, override:str|None=None, strict:bool=False, complete=None, config_name:str='') -> tuple:
     "Parse, complete and validate a model's config: (config, load-stage problem or None)."
     model_dir = Path(model_dir)
-    path = model_dir / 'config.pbtxt'
+    path = config_file(model_dir, config_name)
     if override is not None: cfg = ModelConfig.from_json(override)
     elif path.exists(): cfg = parse_config(path.read_text(), str(path))
     elif strict: raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
@@ -167,11 +172,12 @@ class ModelEntry:
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
 class ModelRepository:
     "Triton's model repository manager: models on disk, their versions and states, and the control modes."
-    def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=()):
+    def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=(),
+                 model_config_name:str=''):   # --model-config-name: read configs/<name>.pbtxt where a model has one
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         if control_mode not in ('none', 'poll', 'explicit'): raise ValueError(f'unknown model control mode {control_mode!r}')
         self.loader, self.control_mode, self.strict = loader, control_mode, strict_model_config
-        self.startup_models = list(startup_models)
+        self.startup_models, self.config_name = list(startup_models), model_config_name
         self.models: dict = {}          # name -> ModelEntry
         self._ready: dict = {}          # name -> {version: handle}, replaced on every change
         self._lock = threading.RLock()
@@ -199,7 +205,7 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
     "Log why a config could not be read (as tritonserver does) and return the load request's error."
     if isinstance(err, ConfigError) and err.stage == 'parse':
         log.error(err.triton_log_message())
-        reason = f"failed to read text proto from {entry.model_dir / 'config.pbtxt'}"
+        reason = f"failed to read text proto from {config_file(entry.model_dir, self.config_name)}"
     else: reason = err.message
     log.error(f"Poll failed for model directory '{entry.name}': {reason}")
     entry.poll_error = reason
@@ -208,7 +214,7 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
 @patch
 def _read(self:ModelRepository, entry:ModelEntry) -> tuple:
     complete = self.loader.complete if self.loader is not None else None
-    return read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete)
+    return read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete, config_name=self.config_name)
 
 # %% ../nbs/02_model_repository.ipynb #14ccdb55
 @patch
@@ -328,7 +334,7 @@ def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
     if e.override is not None:
         try: return ModelConfig.from_json(e.override)
         except ConfigError: return None
-    p = e.model_dir / 'config.pbtxt'
+    p = config_file(e.model_dir, self.config_name)
     try: return parse_config(p.read_text(), str(p)) if p.exists() else None
     except ConfigError: return None
 

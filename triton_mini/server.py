@@ -153,7 +153,8 @@ class TritonServer:
                  server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
                  python_backend_mode:str|None=None,    # 'process': each Python model instance in a stub process (04c)
                  backend_directory:str|Path|None=None, # tritonserver's --backend-directory: where Python-based backends live
-                 response_cache:ResponseCache|None=None): # --cache-config's cache (05c); None: no model is cached
+                 response_cache:ResponseCache|None=None, # --cache-config's cache (05c); None: no model is cached
+                 model_config_name:str=''):              # --model-config-name: configs/<name>.pbtxt where a model has one (02)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread' (the variable runs a whole test suite in either mode)
         self.python_backend_mode = python_backend_mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'
@@ -162,7 +163,8 @@ class TritonServer:
         self.backends = backends or self.default_backends()
         if isinstance(model_repository, ModelRepository): self.repository = model_repository
         else: self.repository = ModelRepository(model_repository, control_mode=model_control_mode,
-                                                strict_model_config=strict_model_config, startup_models=load_models)
+                                                strict_model_config=strict_model_config, startup_models=load_models,
+                                                model_config_name=model_config_name)
         self.repository.loader = self
         self._started, self._poller = False, None
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
