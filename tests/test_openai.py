@@ -88,7 +88,7 @@ def test_completion_and_usage(endpoint):
 def test_chat_completion(endpoint):
     client, _ = endpoint
     r = client.chat.completions.create(model='echo', messages=[{'role': 'user', 'content': 'hi'}])
-    assert r.choices[0].message.role == 'assistant'
+    assert r.choices[0].message.role == 'assistant' and r.usage.completion_tokens == 7    # as the model reported
     assert r.choices[0].message.content == '<|IM_START|>USER\nHI<|IM_END|>\n<|IM_START|>ASSISTANT\n'   # ChatML, upper-cased
 
 
@@ -149,3 +149,19 @@ output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }]''')
         server.start()
         tm = text_model(server.repository.get('echo', -1))
         assert chat_prompt(tm, check_messages([{'role': 'user', 'content': 'hi'}])) == '[user] hi\n[assistant] '
+
+
+def test_no_usage_is_made_up(tmp_path):
+    "A model that answers with one response and reports no counts gets no usage (the front end has no tokenizer)."
+    from triton_mini.server import TritonServer
+    from triton_mini.openai_frontend import OpenAIFrontend
+    from triton_mini.asgi import call_asgi
+    import asyncio, json
+    write(tmp_path, 'plain', ECHO.replace(', pb_utils.Tensor("completion_tokens", np.array([7], np.int32))', ''), '''backend: "python"
+input [{ name: "prompt" data_type: TYPE_STRING dims: [1] }]
+output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }]''')
+    with TritonServer(tmp_path) as server:
+        server.start()
+        status, _, body = asyncio.run(call_asgi(OpenAIFrontend(server), 'POST', '/v1/completions', b'{"model": "plain", "prompt": "a b c"}'))
+    doc = json.loads(body)
+    assert status == 200 and doc['choices'][0]['text'] == 'A B C' and 'usage' not in doc

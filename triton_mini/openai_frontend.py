@@ -208,7 +208,9 @@ async def pieces(self:Generation, output:str):
         if final: return
 
 @patch
-def usage(self:Generation) -> dict:
+def usage(self:Generation, decoupled:bool=True) -> dict | None:
+    "OpenAI's usage: what the model reported, else one token per streamed response; None when neither can tell."
+    if self.reported is None and not decoupled: return None   # one response holding the whole text: no count to give
     done = self.reported if self.reported is not None else self.tokens
     return {'prompt_tokens': self.prompt_tokens, 'completion_tokens': done, 'total_tokens': self.prompt_tokens + done}
 
@@ -262,8 +264,9 @@ async def _completion(self:OpenAIFrontend, body:dict, chat:bool, receive=None, s
         if watcher is not None: watcher.cancel()
     choice = ({'index': 0, 'message': {'role': 'assistant', 'content': text}, 'logprobs': None, 'finish_reason': _finish(g, params)} if chat
               else {'index': 0, 'text': text, 'logprobs': None, 'finish_reason': _finish(g, params)})
-    return Response(200, json_dumps({'id': ident, 'object': 'chat.completion' if chat else 'text_completion', 'created': int(time.time()),
-                                     'model': tm.name, 'choices': [choice], 'usage': g.usage()}))
+    doc = {'id': ident, 'object': 'chat.completion' if chat else 'text_completion', 'created': int(time.time()), 'model': tm.name, 'choices': [choice]}
+    if (usage := g.usage(tm.decoupled)) is not None: doc['usage'] = usage
+    return Response(200, json_dumps(doc))
 
 def _finish(g:Generation, params:dict) -> str:
     "OpenAI's finish_reason: 'length' when the model stopped at max_tokens, 'stop' otherwise."
@@ -291,7 +294,7 @@ async def _stream(self:OpenAIFrontend, g:Generation, tm:TextModel, chat:bool, id
         async for piece in g.pieces(tm.output): await out(chunk(piece))
         await out(chunk(finish=_finish(g, params)))
         if (body.get('stream_options') or {}).get('include_usage'):
-            await out(_event({'id': ident, 'object': kind, 'created': created, 'model': tm.name, 'choices': [], 'usage': g.usage()}))
+            await out(_event({'id': ident, 'object': kind, 'created': created, 'model': tm.name, 'choices': [], 'usage': g.usage(tm.decoupled)}))
     except TritonError as e: await out(_event({'error': {'message': e.message, 'type': 'server_error', 'param': None, 'code': None}}))
     await send({'type': 'http.response.body', 'body': b'data: [DONE]\n\n', 'more_body': False})
 
