@@ -353,3 +353,18 @@ def test_error_classes_and_enums():
     assert tritonserver.DataType.BYTES == 13 and tritonserver.MemoryType.CPU == 0
     assert tritonserver.ModelControlMode.EXPLICIT == 2 and tritonserver.LogFormat.ISO8601 == 1
     assert tritonserver.InstanceGroupKind.CPU == 1 and tritonserver.ModelBatchFlag.FIRST_DIM == 2
+
+def test_stopping_while_a_stream_runs(tmp_path):
+    "Responses that arrive after stop() still reach the iterator, which ends with the final flag."
+    write_model(tmp_path, 'count', '''
+        backend: "python"
+        model_transaction_policy { decoupled: true }
+        input [{ name: "N" data_type: TYPE_INT32 dims: [1] }]
+        output [{ name: "I" data_type: TYPE_INT32 dims: [1] }]''', STREAM)
+    s = tritonserver.Server(model_repository=str(tmp_path), exit_timeout=5).start(wait_until_ready=True)
+    it = s.model('count').infer(inputs={'N': np.array([40], np.int32)})
+    assert next(it).outputs
+    s.stop()                     # waits for the execution to finish (exit_timeout)
+    rest = list(it)
+    assert rest[-1].final and all(r.model.name == 'count' for r in rest)
+    it.cancel()                  # after stop: nothing to cancel, no error
