@@ -165,3 +165,28 @@ output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }]''')
         status, _, body = asyncio.run(call_asgi(OpenAIFrontend(server), 'POST', '/v1/completions', b'{"model": "plain", "prompt": "a b c"}'))
     doc = json.loads(body)
     assert status == 200 and doc['choices'][0]['text'] == 'A B C' and 'usage' not in doc
+
+
+def test_a_full_queue_is_an_honest_503(tmp_path):
+    "One instance busy, a queue of one: the third concurrent request is refused with 503 (the SDK's retryable status)."
+    import threading
+    from triton_mini.server import TritonServer
+    from triton_mini.openai_frontend import OpenAIFrontend
+    from triton_mini.asgi import HTTPService, bind_socket
+    write(tmp_path, 'words', WORDS, '''backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "text_input" data_type: TYPE_STRING dims: [1] }, { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true }]
+output [{ name: "text_output" data_type: TYPE_STRING dims: [1] }]
+dynamic_batching { default_queue_policy { max_queue_size: 1 } }''')
+    with TritonServer(tmp_path) as server:
+        server.start()
+        with HTTPService({OpenAIFrontend(server): bind_socket('127.0.0.1', 0)}) as svc:
+            client = openai.OpenAI(base_url=f'http://127.0.0.1:{svc.ports[0]}/v1', api_key='x', max_retries=0)
+            results = []
+            def one():
+                try: results.append(client.completions.create(model='words', prompt='p', max_tokens=25).choices[0].text)
+                except openai.APIStatusError as e: results.append((e.status_code, e.body.get('code')))
+            threads = [threading.Thread(target=one) for _ in range(3)]
+            for t in threads: t.start(); time.sleep(0.1)
+            for t in threads: t.join(30)
+    assert (503, 'queue_full') in results and sum(isinstance(r, str) for r in results) == 2, results

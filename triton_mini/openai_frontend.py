@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'PROMPT_INPUTS', 'TEXT_OUTPUTS', 'SAMPLING', 'gguf_metadata_string', 'gguf_chat_template', 'TextModel',
-           'text_model', 'OpenAIError', 'sampling', 'triton_request', 'chatml', 'check_messages', 'chat_prompt',
-           'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
+           'text_model', 'OpenAIError', 'from_triton', 'sampling', 'triton_request', 'chatml', 'check_messages',
+           'chat_prompt', 'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
 
 # %% ../nbs/08b_openai.ipynb #9415577d
 _GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # value type -> bytes (8: string, 9: array)
@@ -96,6 +96,14 @@ class OpenAIError(Exception):
 
 def _unknown_model(name) -> OpenAIError:
     return OpenAIError(f'The model `{name}` does not exist.', 404, 'model', 'model_not_found')
+
+_STATUS = {'INVALID_ARG': 400, 'NOT_FOUND': 404, 'UNAVAILABLE': 503, 'UNSUPPORTED': 400, 'ALREADY_EXISTS': 400, 'CANCELLED': 499}
+
+def from_triton(e:TritonError) -> OpenAIError:
+    "A core error in OpenAI's shape: a full queue (UNAVAILABLE) is a 503 the SDK retries, a bad input a 400."
+    status = _STATUS.get(e.code, 500)
+    return OpenAIError(e.message, status, kind='invalid_request_error' if status in (400, 404) else 'server_error',
+                       code='queue_full' if 'Exceeds maximum queue size' in e.message else None)
 
 # %% ../nbs/08b_openai.ipynb #cd79b155
 def _number(body:dict, key:str, kind, lo=None, hi=None):
@@ -258,8 +266,7 @@ async def _completion(self:OpenAIFrontend, body:dict, chat:bool, receive=None, s
     try:
         if body.get('stream'): return await self._stream(g, tm, chat, ident, params, body, send)
         text = ''.join([p async for p in g.pieces(tm.output)])
-    except TritonError as e: raise OpenAIError(e.message, 400 if e.code in ('INVALID_ARG', 'UNKNOWN') else 500,
-                                               kind='invalid_request_error' if e.code == 'INVALID_ARG' else 'server_error') from None
+    except TritonError as e: raise from_triton(e) from None
     finally:
         if watcher is not None: watcher.cancel()
     choice = ({'index': 0, 'message': {'role': 'assistant', 'content': text}, 'logprobs': None, 'finish_reason': _finish(g, params)} if chat
@@ -317,6 +324,7 @@ async def dispatch(self:OpenAIFrontend, method:str, path:str, body:bytes, receiv
             return await self._completion(doc, path == '/v1/chat/completions', receive, send)
         return OpenAIError(f'Unknown request URL: {method} {path}.', 404, code='unknown_url').response()
     except OpenAIError as e: return e.response()
+    except TritonError as e: return from_triton(e).response()   # refused before it ran: a full queue, a bad input
     except Exception as e:
         log.exception(f'{method} {path} failed')
         return OpenAIError('The server had an error while processing your request.', 500, kind='server_error').response()
