@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""Time to first token and tokens/s through the OpenAI API: triton-mini's OpenAI front end (--openai-port, over the
+bundled qwen_gguf_stream model.py) against llama-cpp-python's own `llama_cpp.server`, same GGUF, same prompt, greedy,
+one stream alone and two at once, rounds interleaved. (Issue 15.)
+
+    python bench/openai_llm.py                   # ~2 min; writes bench/results/<date>-openai-llm.md
+    python bench/openai_llm.py --rounds 1 --no-save
+
+The GGUF is write_tiny_gguf's random-weight model made big enough that a token takes milliseconds (8 layers, 512
+wide): the figures compare serving stacks, not models. Configurations, each a separate server process:
+- triton-mini, 1 instance x 2 llama.cpp threads, and 2 instances x 1 thread (process mode: each instance its own stub);
+- llama_cpp.server with n_threads 2 and with n_threads 1 (it serves one model object: concurrent streams take turns).
+Needs `pip install 'llama-cpp-python[server]' openai` (the server extra: fastapi, sse-starlette, starlette-context, pydantic-settings).
+"""
+import argparse, datetime, os, shutil, socket, statistics, subprocess, sys, tempfile, threading, time, urllib.request
+from pathlib import Path
+
+import openai
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT, MAX_TOKENS = 'Once upon a time', 96
+
+
+def free_port():
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+
+
+def wait_ready(port, proc, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None: raise RuntimeError(f'server exited with {proc.returncode}')
+        try:
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/models', timeout=2) as r:
+                if r.status == 200: return
+        except OSError: time.sleep(0.3)
+    raise TimeoutError('server did not become ready')
+
+
+def make_repo(root:Path, gguf:Path, count:int, threads:int) -> Path:
+    repo = root / f'repo_{count}x{threads}'
+    if repo.exists(): return repo
+    src = ROOT / 'model_repository' / 'qwen_gguf_stream'
+    (repo / 'qwen_gguf_stream' / '1').mkdir(parents=True)
+    shutil.copy(src / '1' / 'model.py', repo / 'qwen_gguf_stream' / '1' / 'model.py')
+    (repo / 'qwen_gguf_stream' / '1' / 'model.gguf').symlink_to(gguf)
+    cfg = (src / 'config.pbtxt').read_text()
+    cfg = cfg.replace('instance_group [ { count: 1  kind: KIND_CPU } ]', f'instance_group [ {{ count: {count}  kind: KIND_CPU }} ]')
+    cfg = cfg.replace('parameters { key: "n_threads" value: { string_value: "1" } }', f'parameters {{ key: "n_threads" value: {{ string_value: "{threads}" }} }}')
+    assert f'count: {count}' in cfg and f'string_value: "{threads}"' in cfg
+    (repo / 'qwen_gguf_stream' / 'config.pbtxt').write_text(cfg)
+    return repo
+
+
+def start(kind, root, gguf, count, threads):
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if kind == 'mini':
+        cmd = [sys.executable, '-m', 'triton_mini', '--model-repository', str(make_repo(root, gguf, count, threads)),
+               '--python-backend-mode=process', '--allow-grpc=false', '--allow-metrics=false', f'--http-port={free_port()}',
+               f'--openai-port={port}', '--log-info=false']
+        model = 'qwen_gguf_stream'
+    else:
+        cmd = [sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--n_threads', str(threads), '--host', '127.0.0.1',
+               '--port', str(port), '--n_ctx', '512', '--verbose', 'false']
+        model = str(gguf)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(port, proc)
+    return proc, port, model
+
+
+def one_stream(client, model):
+    t0, first, tokens = time.perf_counter(), None, 0
+    for c in client.completions.create(model=model, prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0, stream=True):
+        if c.choices and c.choices[0].text:
+            tokens += 1
+            if first is None: first = time.perf_counter() - t0
+    return first, tokens, time.perf_counter() - t0
+
+
+def measure(port, model, streams):
+    client = openai.OpenAI(base_url=f'http://127.0.0.1:{port}/v1', api_key='x', max_retries=0, timeout=300)
+    one_stream(client, model)   # warm up
+    out, threads = [], [threading.Thread(target=lambda: out.append(one_stream(client, model))) for _ in range(streams)]
+    t0 = time.perf_counter()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    wall = time.perf_counter() - t0
+    return {'ttft_ms': 1000 * statistics.mean(o[0] for o in out), 'tokens_per_s': sum(o[1] for o in out) / wall}
+
+
+CONFIGS = [('mini', 1, 2, 'triton-mini, 1 instance x 2 threads'), ('mini', 2, 1, 'triton-mini, 2 instances x 1 thread'),
+           ('llama', 1, 2, 'llama_cpp.server, n_threads 2'), ('llama', 1, 1, 'llama_cpp.server, n_threads 1')]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--no-save', action='store_true')
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from triton_mini.llm import write_tiny_gguf
+    root = Path(tempfile.mkdtemp(prefix='openai_llm_'))
+    gguf = root / 'model.gguf'
+    write_tiny_gguf(gguf, n_ctx=512, n_layer=8, n_embd=512, n_head=8, n_ff=1376)
+    results = {c[3]: {1: [], 2: []} for c in CONFIGS}
+    for r in range(args.rounds):
+        for kind, count, threads, label in CONFIGS:
+            proc, port, model = start(kind, root, gguf, count, threads)
+            try:
+                for streams in (1, 2): results[label][streams].append(measure(port, model, streams))
+            finally: proc.terminate(); proc.wait(30)
+            print(f'round {r + 1}: {label}: ' + ', '.join(f"{s} stream(s) {results[label][s][-1]['tokens_per_s']:.0f} tok/s, "
+                                                         f"TTFT {results[label][s][-1]['ttft_ms']:.1f} ms" for s in (1, 2)), flush=True)
+    med = {label: {s: {k: statistics.median(x[k] for x in v) for k in ('ttft_ms', 'tokens_per_s')} for s, v in d.items()}
+           for label, d in results.items()}
+    lines = ['| configuration | 1 stream tok/s | 1 stream TTFT ms | 2 streams tok/s (total) | 2 streams TTFT ms (mean) |', '|---|---|---|---|---|']
+    for label, d in med.items():
+        lines.append(f"| {label} | {d[1]['tokens_per_s']:.0f} | {d[1]['ttft_ms']:.1f} | {d[2]['tokens_per_s']:.0f} | {d[2]['ttft_ms']:.1f} |")
+    best1 = med['triton-mini, 1 instance x 2 threads'][1]; anchor1 = med['llama_cpp.server, n_threads 2'][1]
+    best2 = med['triton-mini, 2 instances x 1 thread'][2]; anchor2 = max((med[l][2] for l in med if l.startswith('llama')), key=lambda d: d['tokens_per_s'])
+    ratios = (f"One stream, 2 threads each: triton-mini / llama_cpp.server tokens/s {best1['tokens_per_s'] / anchor1['tokens_per_s']:.2f}x, "
+              f"TTFT {best1['ttft_ms'] / anchor1['ttft_ms']:.2f}x. Two streams: triton-mini with 2 instances / llama_cpp.server's best "
+              f"{best2['tokens_per_s'] / anchor2['tokens_per_s']:.2f}x tokens/s.")
+    load = os.getloadavg()[0]
+    text = '\n'.join(lines) + f'\n\n{ratios}\n\nMedians over {args.rounds} round(s), {MAX_TOKENS} tokens greedy, load average at the end {load:.2f} on {os.cpu_count()} cores.\n'
+    print(text)
+    if not args.no_save:
+        out = ROOT / 'bench' / 'results' / f'{datetime.date.today()}-openai-llm.md'
+        out.write_text(f'# OpenAI API: triton-mini vs llama_cpp.server ({datetime.datetime.now():%Y-%m-%d %H:%M})\n\n`python bench/openai_llm.py`\n\n' + text)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == '__main__': main()
