@@ -17,8 +17,9 @@ from readme_command import readme_command
 
 README = (ROOT / 'README.md').read_text()
 # Imported where present, never required: uvicorn's optional event loop, HTTP parser and WebSocket libraries
-# (issue 17: "uvloop and httptools are used where present").
-OPTIONAL = {'uvloop', 'httptools', 'wsproto', 'websockets'}
+# (issue 17: "uvloop and httptools are used where present"), and what uvicorn imports where the `ray` extra put it
+# (watchfiles for --reload, anyio under starlette).
+OPTIONAL = {'uvloop', 'httptools', 'wsproto', 'websockets', 'watchfiles', 'anyio'}
 
 
 def snippets() -> list:
