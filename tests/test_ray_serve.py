@@ -82,7 +82,7 @@ def test_a_killed_replica_is_replaced(cluster):
         c = _client(cluster)
         while not stop.is_set():
             try: _add_sub(c); ok[0] += 1
-            except Exception as e: failed.append((time.monotonic(), repr(e)[:120]))
+            except Exception as e: failed.append((time.monotonic(), f'{type(e).__name__}: {e}'[:160]))
     threads = [threading.Thread(target=load) for _ in range(4)]
     for t in threads: t.start()
     time.sleep(1); killed_at = time.monotonic()
