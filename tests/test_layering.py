@@ -25,6 +25,7 @@ PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
 FRONT_ENDS = {'http_server', 'grpc_server', 'metrics', 'openai_frontend', 'tritonserver'}
 IN_PROCESS_FRONT_ENDS = {'tritonserver'}   # Triton's Python API: used by importing it, not put on a socket by the CLI
 COMPOSITION = {'cli', '__main__'}
+SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
         'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server'}
@@ -88,3 +89,14 @@ def test_serves_without_uvloop_and_httptools():
 def test_front_ends_import_no_backend_implementation():
     "Front ends talk to the core only: metrics renders models' families without importing pb_utils (which owns them)."
     for fe in FRONT_ENDS: assert not imports_of(fe) & BACKEND_IMPLEMENTATIONS, (fe, imports_of(fe))
+
+def test_scale_out_sits_above_the_front_ends():
+    "ray_serve may import the core, asgi and the HTTP front end; no front end, core module or the CLI imports it."
+    for m in SCALE_OUT: assert imports_of(m) <= CORE | {'asgi', 'http_server'}, (m, imports_of(m))
+    for p in PKG.glob('*.py'):
+        if p.stem not in SCALE_OUT: assert not imports_of(p.stem) & SCALE_OUT, p.stem
+
+def test_ray_serve_imports_without_ray():
+    "The base install has no Ray: the module imports it only when a deployment is built."
+    code = "import sys; sys.modules['ray'] = None; import triton_mini.ray_serve; print('ok')"
+    assert subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split() == ['ok']

@@ -13,7 +13,7 @@ NBS = Path(__file__).resolve().parents[1] / 'nbs'
 # llama_cpp made unimportable, and prints each code cell's stdout (or the error) as JSON.
 RUNNER = r'''
 import json, sys
-sys.modules['llama_cpp'] = None
+for m in sys.argv[2:] or ['llama_cpp']: sys.modules[m] = None
 from pathlib import Path
 from execnb.nbio import read_nb
 from execnb.shell import CaptureShell
@@ -37,8 +37,8 @@ print(json.dumps(out))
 '''
 
 
-def run_without_llama_cpp(name):
-    r = subprocess.run([sys.executable, '-c', RUNNER, str(NBS / f'{name}.ipynb')], capture_output=True, text=True, timeout=600)
+def run_without_llama_cpp(name, hidden=('llama_cpp',)):
+    r = subprocess.run([sys.executable, '-c', RUNNER, str(NBS / f'{name}.ipynb'), *hidden], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.splitlines()[-1])
 
@@ -70,3 +70,13 @@ def test_llm_notebook_runs_without_llama_cpp():
 def test_only_marked_notebooks_import_llama_cpp():
     "A notebook that imports llama_cpp must be the one whose cells are tested above (else it is untested here)."
     assert notebooks_importing('llama_cpp') == ['11_llm']
+
+
+@pytest.mark.slow
+def test_ray_serve_notebook_runs_without_ray():
+    "12_ray_serve in the base install (no ray, no starlette): the replica's demo cells say why they are skipped."
+    cells = run_without_llama_cpp('12_ray_serve', ('ray', 'starlette'))
+    errors = [(c['source'][:200], c['errors']) for c in cells if c['errors']]
+    assert not errors, errors
+    needs = [c for c in cells if re.search(r'^#\| needs: starlette$', c['source'], re.M)]
+    assert len(needs) >= 4 and all(c['stdout'].startswith('skipped: this cell needs starlette') for c in needs), needs

@@ -1,0 +1,103 @@
+"""triton_mini.ray_serve on a local Ray cluster (2 CPUs): tritonclient.http against Serve's proxy with 2 replicas,
+models set on every replica through user_config, and a replica killed under a bounded load (issue 16)."""
+import os, shutil, socket, threading, time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip('ray', reason='the ray extra is not installed (pip install "triton-mini[ray]")')
+serve = pytest.importorskip('ray.serve')
+httpclient = pytest.importorskip('tritonclient.http')
+
+from triton_mini.ray_serve import RayTriton, cpu_bound_model
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+def _free_port():
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory):
+    repo = tmp_path_factory.mktemp('ray_repo')
+    shutil.copytree(ROOT / 'model_repository' / 'add_sub', repo / 'add_sub')
+    cpu_bound_model(repo, iterations=20_000)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={'env_vars': {'PYTHONPATH': str(ROOT)}})
+    try:
+        rt = RayTriton.run(repo, port=_free_port(), num_replicas=2, models=['add_sub', 'cpu_bound'])
+        yield rt
+    finally:
+        serve.shutdown(); ray.shutdown()
+
+def _client(rt): return httpclient.InferenceServerClient(rt.url.removeprefix('http://'), network_timeout=30)
+
+def _add_sub(c):
+    a, b = np.arange(4, dtype=np.float32)[None], np.ones((1, 4), np.float32)
+    inputs = [httpclient.InferInput('INPUT0', [1, 4], 'FP32'), httpclient.InferInput('INPUT1', [1, 4], 'FP32')]
+    inputs[0].set_data_from_numpy(a); inputs[1].set_data_from_numpy(b)
+    r = c.infer('add_sub', inputs)
+    return r.as_numpy('OUTPUT0'), r.as_numpy('OUTPUT1')
+
+def test_two_replica_processes(cluster):
+    "Two replicas answer (their class is imported from this checkout: runtime_env's PYTHONPATH)."
+    pids = {cluster.handle().pid.remote().result() for _ in range(20)}
+    assert len(pids) == 2, pids
+
+def test_tritonclient_against_the_serve_port(cluster):
+    c = _client(cluster)
+    assert c.is_server_live() and c.is_server_ready() and c.is_model_ready('add_sub')
+    s, d = _add_sub(c)
+    np.testing.assert_array_equal(s, [[1, 2, 3, 4]]); np.testing.assert_array_equal(d, [[-1, 0, 1, 2]])
+    assert c.get_model_metadata('add_sub')['name'] == 'add_sub'
+    x = httpclient.InferInput('INPUT0', [4], 'FP32'); x.set_data_from_numpy(np.zeros(4, np.float32))
+    np.testing.assert_array_equal(c.infer('cpu_bound', [x]).as_numpy('OUTPUT0'), np.ones(4))
+
+def test_repository_load_is_refused_with_the_way_to_do_it(cluster):
+    import requests
+    r = requests.post(f'{cluster.url}/v2/repository/models/add_sub/unload')
+    assert r.status_code == 400 and 'user_config' in r.json()['error']
+
+def test_set_models_reaches_every_replica(cluster):
+    import requests
+    cluster.set_models(['add_sub'])
+    try:
+        # 20 requests over 2 replicas (power of two choices): each replica answers some of them
+        answers = {requests.post(f'{cluster.url}/v2/repository/index', json={'ready': True}).text for _ in range(20)}
+        assert all('cpu_bound' not in a and 'add_sub' in a for a in answers), answers
+    finally:
+        cluster.set_models(['add_sub', 'cpu_bound'])
+    assert _client(cluster).is_model_ready('cpu_bound')
+
+def test_a_killed_replica_is_replaced(cluster):
+    "ray.kill one replica under load from 4 client threads: count failures, then check Serve starts a new replica."
+    handle = cluster.handle()
+    before = {handle.pid.remote().result() for _ in range(20)}
+    replicas = [a for a in ray.util.list_named_actors(all_namespaces=True) if 'TritonReplica' in a['name']]
+    assert len(replicas) == 2, replicas
+    victim = ray.get_actor(replicas[0]['name'], namespace=replicas[0]['namespace'])
+    ok, failed, stop = [0], [], threading.Event()
+    def load():
+        c = _client(cluster)
+        while not stop.is_set():
+            try: _add_sub(c); ok[0] += 1
+            except Exception as e: failed.append((time.monotonic(), f'{type(e).__name__}: {e}'[:160]))
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads: t.start()
+    time.sleep(1); killed_at = time.monotonic()
+    ray.kill(victim, no_restart=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pids = {handle.pid.remote().result() for _ in range(20)}
+        if len(pids) == 2 and pids != before: break
+        time.sleep(0.5)
+    recovered_at = time.monotonic(); time.sleep(2)
+    stop.set()
+    for t in threads: t.join()
+    late = [f for f in failed if f[0] > recovered_at]
+    print(f'\nkill under load: {ok[0]} ok, {len(failed)} failed ({len(late)} after recovery), '
+          f'replaced in {recovered_at - killed_at:.1f} s; failures: {sorted({f[1] for f in failed})[:3]}')
+    assert len(pids) == 2 and pids != before, (before, pids)    # a new replica process serves
+    assert late == [], late                                     # nothing fails once Serve has recovered
+    assert len(failed) <= 8                                     # at most the requests in flight on the victim (4 clients), retried or not
