@@ -79,7 +79,9 @@ def one_stream(client, model):
 
 def measure(port, model, streams):
     client = openai.OpenAI(base_url=f'http://127.0.0.1:{port}/v1', api_key='x', max_retries=0, timeout=300)
-    one_stream(client, model)   # warm up
+    warm = [threading.Thread(target=one_stream, args=(client, model)) for _ in range(2)]   # warm every instance (up to 2)
+    for t in warm: t.start()
+    for t in warm: t.join()
     out, threads = [], [threading.Thread(target=lambda: out.append(one_stream(client, model))) for _ in range(streams)]
     t0 = time.perf_counter()
     for t in threads: t.start()
