@@ -41,6 +41,11 @@ def still_healthy(s):
     assert status == 200 and json.loads(body)['outputs'][0]['data'] == [2.0, 3.0, 4.0, 5.0]
 
 
+# The bound on a health check's worst latency while a big request is decoded. A blocked event loop shows as the whole
+# decode (seconds; real Triton 2.51: 519-573 ms for the 63 MiB body); 250 ms leaves room for a loaded CI machine
+# running other test workers on the same two cores (215 ms seen there once, 34-46 ms when quiet: bench/results).
+HEALTH_BOUND_S = 0.25
+
 def health_latency_during(s, work) -> tuple:
     "(work's result, the worst /v2/health/live latency in seconds while `work()` ran, how many checks)."
     worst, n, done = [0.0], [0], threading.Event()
@@ -93,7 +98,7 @@ def test_bad_json_bodies_do_not_grow_memory(server):
 
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_grpc_many_bytes_elements_keep_health_answered(server):
-    "A gRPC request of a million small BYTES elements of varied length: health answers in < 100 ms meanwhile."
+    "A gRPC request of a million small BYTES elements of varied length: health answers within HEALTH_BOUND_S meanwhile."
     import tritonclient.grpc as grpcclient
     values = np.array([b'abcdefghij'[:i % 11] for i in range(1_000_000)], dtype=object)
     client = grpcclient.InferenceServerClient(f'127.0.0.1:{server.grpc_port}')
@@ -102,7 +107,7 @@ def test_grpc_many_bytes_elements_keep_health_answered(server):
         result, worst, checks = health_latency_during(server, lambda: client.infer('identity_bytes', [inp], client_timeout=120))
     finally: client.close()
     assert (result.as_numpy('OUT') == values).all()
-    assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
     still_healthy(server)
 
 
@@ -111,25 +116,25 @@ BAD_63MIB = b'{"inputs": [' + b'1,' * ((63 * MB - 16) // 2) + b'x]}'     # issue
 
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_big_json_body_keeps_health_answered(server):
-    "An HTTP body of half a million nested BYTES strings (7 MB of JSON, over 4 MiB: decoded in the worker process): health < 100 ms."
+    "An HTTP body of half a million nested BYTES strings (7 MB of JSON, over 4 MiB: decoded in the worker process): health within HEALTH_BOUND_S."
     n = 500_000
     body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': [['abcdefgh'], ['ijk']] * (n // 2)}]}).encode()
     (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
     assert status == 200 and len(json.loads(out)['outputs'][0]['data']) == n
-    assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
     still_healthy(server)
 
 
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_63mib_json_body_keeps_health_answered(server):
-    "Issue 26 row 6: the 64 KB gzip of a 63 MiB body that fails at its end (decoded in the worker process): health < 100 ms."
+    "Issue 26 row 6: the 64 KB gzip of a 63 MiB body that fails at its end (decoded in the worker process): health within HEALTH_BOUND_S."
     gz = gzip.compress(BAD_63MIB)
     send = lambda: server.request('POST', '/v2/models/add_sub/infer', gz, {'Content-Encoding': 'gzip'})
     send()                                                 # the worker process starts on first use
     for _ in range(3):
         (status, _, out), worst, checks = health_latency_during(server, send)
         assert (status, out) == (500, b'{"error":"failed to parse the request JSON buffer: Invalid value. at 66060284"}')
-        assert checks >= 3 and worst < 0.1, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+        assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
     still_healthy(server)
 
 

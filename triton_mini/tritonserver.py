@@ -259,7 +259,7 @@ _PARAMETER_TYPES = (str, int, float, bool)
 @dataclass
 class InferenceRequest:
     "An inference request for `model` (Triton's fields and defaults)."
-    model: Model
+    model: object                         # the Model (defined below; annotations name only what exists, for show_doc)
     request_id: Optional[str] = None
     flags: int = 0
     correlation_id: Optional[int | str] = None
@@ -286,7 +286,7 @@ class InferenceRequest:
 @dataclass
 class InferenceResponse:
     "One response of a request: outputs or an error, and whether it is the last one."
-    model: Model
+    model: object                         # the Model
     request_id: Optional[str] = None
     parameters: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)       # name -> Tensor
@@ -310,7 +310,7 @@ def _response(model:Model, req:_CoreRequest, resp, final:bool) -> InferenceRespo
 # %% ../nbs/08c_tritonserver.ipynb #8bb97e43
 class ResponseIterator:
     "The responses of one request, as they arrive (`for response in model.infer(...)`)."
-    def __init__(self, model:Model, inference_request:InferenceRequest, raise_on_error:bool=False):
+    def __init__(self, model, inference_request:InferenceRequest, raise_on_error:bool=False):
         self._model, self._inference_request, self._raise_on_error = model, inference_request, raise_on_error
         self._queue, self._complete, self._request, self._loaded = queue.SimpleQueue(), False, None, None
         self._user_queue = inference_request.response_queue
@@ -337,7 +337,7 @@ class ResponseIterator:
 # %% ../nbs/08c_tritonserver.ipynb #e9bc1b0e
 class AsyncResponseIterator:
     "The responses of one request for asyncio (`async for response in model.async_infer(...)`)."
-    def __init__(self, model:Model, inference_request:InferenceRequest, raise_on_error:bool=False, loop=None):
+    def __init__(self, model, inference_request:InferenceRequest, raise_on_error:bool=False, loop=None):
         self._model, self._inference_request, self._raise_on_error = model, inference_request, raise_on_error
         self._loop = loop or asyncio.get_running_loop()
         self._queue, self._complete, self._request, self._loaded = asyncio.Queue(), False, None, None
@@ -368,7 +368,7 @@ def _call(f, *args, **kw):
 
 class Model:
     "A model on a started Server: metadata, config, statistics and inference."
-    def __init__(self, server:Server, name:str, version:int=-1, state:Optional[str]=None, reason:Optional[str]=None):
+    def __init__(self, server, name:str, version:int=-1, state:Optional[str]=None, reason:Optional[str]=None):
         if server._core is None: raise InvalidArgumentError('Server not started')
         self._server, self.name, self.version, self.state, self.reason = server, name, version, state, reason
 
@@ -417,7 +417,7 @@ def async_infer(self:Model, inference_request:Optional[InferenceRequest]=None, r
 # %% ../nbs/08c_tritonserver.ipynb #86bc33ca
 class ModelDictionary(dict):
     "Server.models(): Model objects by (name, version); `[name]` alone gives the model at version -1."
-    def __init__(self, server:Server, models:list):
+    def __init__(self, server, models:list):
         super().__init__()
         for m in models: self[(m.name, m.version)] = m
         self._server, self._model_names = server, [k[0] for k in self.keys()]
