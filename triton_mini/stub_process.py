@@ -4,7 +4,8 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import functools, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import numpy as np
 from concurrent.futures import Future
 from pathlib import Path
 from fastcore.basics import patch
@@ -40,6 +41,17 @@ class Channel:
         except OSError: pass
         self.sock.close()
 
+_RESPONSE_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceResponse))
+
+class _Pickler(pickle.Pickler):
+    "Pickle 5, with small numeric arrays and responses reduced to their plain parts."
+    def reducer_override(self, obj):
+        t = type(obj)
+        if t is np.ndarray and obj.nbytes < OUT_OF_BAND and obj.dtype.kind in 'biufc' and obj.flags.c_contiguous:
+            return np.ndarray, (obj.shape, obj.dtype.str, bytearray(obj))   # over a bytearray: writable
+        if t is InferenceResponse: return InferenceResponse, tuple(getattr(obj, f) for f in _RESPONSE_FIELDS)
+        return NotImplemented
+
 def channel_pair() -> tuple:
     "Two connected channels."
     a, b = socket.socketpair()
@@ -73,6 +85,24 @@ def read_into(self:Channel, dest:bytearray) -> bytearray:
     return dest
 
 @patch
+def pickle(self:Channel, obj) -> tuple:
+    "`obj` pickled by the channel's own pickler (made once): the pickle, and the large arrays' memory to send after it."
+    if getattr(self, '_pickler', None) is None or self._out.tell() > (1 << 20):   # new, or grown by a large message
+        self._out = io.BytesIO()
+        self._pickler = _Pickler(self._out, protocol=5, buffer_callback=self._out_of_band)
+    self._raws = []
+    self._out.seek(0); self._out.truncate()
+    self._pickler.clear_memo()
+    self._pickler.dump(obj)
+    return self._out.getvalue(), self._raws
+
+@patch
+def _out_of_band(self:Channel, buf) -> bool:
+    raw = buf.raw()
+    if raw.nbytes < OUT_OF_BAND: return True   # in band
+    self._raws.append(raw)                     # out of band: sent as it is, never copied into the pickle
+
+@patch
 def take(self:Channel, n:int):
     "The next `n` bytes: a view of the buffer (valid until the next read), or a bytearray of their own when larger."
     if n > len(self.buf): return self.read_into(bytearray(n))
@@ -83,15 +113,11 @@ def take(self:Channel, n:int):
 # %% ../nbs/04c_stub_process.ipynb #9b4fa137
 def send_message(ch:Channel, obj, lock:threading.Lock|None=None):
     "Pickle `obj` (protocol 5) and send it with the memory of each large array as a raw frame of its own."
-    raws = []
-    def out_of_band(buf):
-        raw = buf.raw()
-        if raw.nbytes < OUT_OF_BAND: return True      # in band
-        raws.append(raw)                              # out of band: sent as it is, never copied into the pickle
-    data = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
-    sizes = [r.nbytes for r in raws]
-    head = struct.pack(f'<II{len(raws)}Q', len(data), len(raws), *sizes)
-    with lock or _no_lock: ch.send([head, data, *raws], len(head) + len(data) + sum(sizes))
+    with lock or _no_lock:   # the channel's pickler is one: one message at a time
+        data, raws = ch.pickle(obj)
+        sizes = [r.nbytes for r in raws]
+        head = struct.pack(f'<II{len(raws)}Q', len(data), len(raws), *sizes)
+        ch.send([head, data, *raws], len(head) + len(data) + sum(sizes))
 
 class _NoLock:
     def __enter__(self): pass
