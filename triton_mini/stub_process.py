@@ -528,7 +528,9 @@ def _handle(self:StubModelInstance, msg) -> bool:
 def _finish(self:StubModelInstance, batch_id, out, timing, failed):
     "A batch ended in the stub; a decoupled batch stays registered until its requests have their final response."
     with self._lock:
-        requests, fut = self._batches[batch_id]
+        entry = self._batches.get(batch_id)
+        if entry is None: return   # the reader saw the stub die first: the batch failed already
+        requests, fut = entry
         if not self.decoupled or all(r.done for r in requests): del self._batches[batch_id]
         fut.set_result((out, timing, failed))
 
