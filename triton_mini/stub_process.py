@@ -92,8 +92,8 @@ def pickle(self:Channel, obj) -> tuple:
         self._pickler = _Pickler(self._out, protocol=5, buffer_callback=self._out_of_band)
     self._raws = []
     self._out.seek(0); self._out.truncate()
-    self._pickler.clear_memo()
-    self._pickler.dump(obj)
+    try: self._pickler.dump(obj)
+    finally: self._pickler.clear_memo()   # the memo holds what it pickled: let the message's objects go now
     return self._out.getvalue(), self._raws
 
 @patch
