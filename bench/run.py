@@ -12,7 +12,8 @@ drifts of a shared machine hit both; the table reports the median over rounds an
 
 Results (a markdown table, raw numbers, load average) go to bench/results/<date>.md; a profile to
 bench/results/<date>-profile.md. Needs `wrk` and `taskset` (Debian packages wrk, util-linux); the profile
-needs py-spy (pip). The oracle is $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton.
+needs py-spy (pip). The oracle is $TRITON_ORACLE, else <repo>/../shared/oracle/real-triton, else
+tools/real_triton.py (which installs Triton from PyPI on first use).
 """
 from __future__ import annotations
 import argparse, collections, datetime, json, os, platform, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
@@ -22,12 +23,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
+if 'TRITON_ORACLE' not in os.environ and not os.access(ORACLE, os.X_OK): ORACLE = str(ROOT / 'tools' / 'real_triton.py')
 MODEL = 'identity'
 DATA = [float(i) for i in range(16)]
 BODY = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, 16], 'datatype': 'FP32', 'data': DATA}]})
 NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment'}
 EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
+MINI_FLAGS = []        # --mini-flags: more flags for triton-mini (and the experiment), e.g. --python-backend-mode=process
 
 LUA = '''
 wrk.method = "POST"
@@ -85,13 +88,14 @@ class Server:
         self.kind, self.port = kind, free_port()
         metrics, grpc = free_port(), free_port()
         if kind == 'triton':
-            argv = [ORACLE, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
+            oracle = [sys.executable, ORACLE] if ORACLE.endswith('.py') else [ORACLE]
+            argv = [*oracle, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
                     f'--metrics-port={metrics}']
         else:
             script = EXP_LAUNCHER if kind == 'exp' else MINI_LAUNCHER
             launcher = ['-m', 'triton_mini'] if script is None else [script]
             argv = [sys.executable, *launcher, f'--model-repository={repo}', f'--http-port={self.port}',
-                    f'--metrics-port={metrics}', '--allow-grpc=false']
+                    f'--metrics-port={metrics}', '--allow-grpc=false', *MINI_FLAGS]
         self.log = workdir / f'{kind}.log'
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         # cwd outside the checkout: the oracle's Python backend would import our triton_python_backend_utils.py
@@ -165,7 +169,8 @@ def report(args, results, load_before, load_after) -> str:
              f'to core {args.client_core}; {args.rounds} interleaved round(s) of {args.duration:g} s per concurrency after a '
              f'{args.warmup:g} s warm-up; medians over rounds.', '',
              f'Machine: {os.cpu_count()} cores, {cpu_model()}; load average (1 min) {load_before:.2f} before, '
-             f'{load_after:.2f} after; triton-mini at {git_rev()}.', '',
+             f'{load_after:.2f} after; triton-mini at {git_rev()}'
+             + (f', flags `{" ".join(MINI_FLAGS)}`' if MINI_FLAGS else '') + '.', '',
              '| concurrency | server | req/s | p50 ms | p99 ms | errors | req/s per round |', '|---|---|---|---|---|---|---|']
     for c in args.concurrency:
         for kind in args.only:
@@ -279,8 +284,11 @@ def main(argv=None):
                    'instead of `python -m triton_mini` (e.g. one that patches triton_mini, then calls triton_mini.cli.main)')
     p.add_argument('--exp-launcher', metavar='SCRIPT', help='add a third server, `exp`: triton-mini run by this script, '
                    'interleaved with the others and reported as ratios to triton-mini (before/after in one run)')
+    p.add_argument('--mini-flags', default='', metavar='FLAGS', help='more flags for triton-mini and the experiment, '
+                   "one string: --mini-flags='--python-backend-mode=process'")
     args = p.parse_args(argv)
-    global MINI_LAUNCHER, EXP_LAUNCHER
+    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS
+    MINI_FLAGS = args.mini_flags.split()
     if args.exp_launcher:
         EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
         NAMES['exp'] = f'triton-mini via {Path(args.exp_launcher).name}'

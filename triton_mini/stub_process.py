@@ -4,9 +4,9 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import functools, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import numpy as np
 from concurrent.futures import Future
-from multiprocessing.connection import Connection
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -14,43 +14,125 @@ from .errors import TritonError
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'send_message', 'recv_message',
-           'request_to_wire', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
-           'metric_state', 'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env',
-           'env_root', 'unpack_env', 'safe_members', 'not_healthy', 'StubModelInstance', 'auto_complete_in_stub']
+__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'Channel', 'channel_pair',
+           'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies',
+           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub',
+           'execution_env', 'env_root', 'unpack_env', 'safe_members', 'not_healthy', 'StubModelInstance',
+           'auto_complete_in_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
 
-def send_message(conn:Connection, obj, lock:threading.Lock|None=None):
-    "Pickle `obj` (protocol 5) and send it: one frame, then the memory of each large array as a raw frame of its own."
-    raws = []
-    def out_of_band(buf):
-        raw = buf.raw()
-        if raw.nbytes < OUT_OF_BAND: return True      # in band
-        raws.append(raw)                              # out of band: sent as it is, never copied into the pickle
-    data = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
-    head = struct.pack(f'<I{len(raws)}Q', len(raws), *(r.nbytes for r in raws))
-    with lock or _no_lock:
-        conn.send_bytes(head + data)
-        for r in raws: conn.send_bytes(r)
+_HEAD = struct.Struct('<II')   # the pickle's size, the count of raw frames (their sizes follow, 8 bytes each)
+
+class Channel:
+    "One end of a socket pair: whole messages out in one `sendmsg`, in through a receive buffer of its own."
+    def __init__(self, sock:socket.socket, size:int=64 * 1024):
+        self.sock, self.buf = sock, bytearray(size)
+        self.view, self.start, self.end = memoryview(self.buf), 0, 0   # buf[start:end]: received, not yet read
+
+    def send(self, parts:list, total:int):
+        "Send `parts` (bytes-like, `total` bytes in all) as one stream of bytes."
+        sent = self.sock.sendmsg(parts) if len(parts) < 512 else 0   # IOV_MAX is 1024
+        if sent < total: self.sock.sendall(b''.join(parts)[sent:])   # rare: a signal, or thousands of raw frames
+
+    def close(self):
+        try: self.sock.shutdown(socket.SHUT_RDWR)   # wakes a thread blocked reading it
+        except OSError: pass
+        self.sock.close()
+
+_RESPONSE_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceResponse))
+
+class _Pickler(pickle.Pickler):
+    "Pickle 5, with small numeric arrays and responses reduced to their plain parts."
+    def reducer_override(self, obj):
+        t = type(obj)
+        if t is np.ndarray and obj.nbytes < OUT_OF_BAND and obj.dtype.kind in 'biufc' and obj.flags.c_contiguous:
+            return np.ndarray, (obj.shape, obj.dtype.str, bytearray(obj))   # over a bytearray: writable
+        if t is InferenceResponse: return InferenceResponse, tuple(getattr(obj, f) for f in _RESPONSE_FIELDS)
+        return NotImplemented
+
+def channel_pair() -> tuple:
+    "Two connected channels."
+    a, b = socket.socketpair()
+    return Channel(a), Channel(b)
+
+# %% ../nbs/04c_stub_process.ipynb #968fdf56
+@patch
+def _fill(self:Channel, need:int):
+    "Receive until the buffer holds `need` unread bytes (`need` fits the buffer)."
+    if self.start == self.end: self.start = self.end = 0
+    if self.end - self.start >= need: return
+    if self.start + need > len(self.buf):          # move the unread bytes to the front
+        rest = bytes(self.view[self.start:self.end])
+        self.start, self.end = 0, len(rest)
+        self.view[:self.end] = rest
+    while self.end - self.start < need:
+        got = self.sock.recv_into(self.view[self.end:])
+        if not got: raise EOFError('the other end of the channel is closed')
+        self.end += got
+
+@patch
+def read_into(self:Channel, dest:bytearray) -> bytearray:
+    "Fill `dest`: first from the buffer, then straight from the socket (a large frame is never copied twice)."
+    mv, have = memoryview(dest), min(self.end - self.start, len(dest))
+    mv[:have] = self.view[self.start:self.start + have]
+    self.start += have
+    while have < len(dest):
+        got = self.sock.recv_into(mv[have:])
+        if not got: raise EOFError('the other end of the channel is closed')
+        have += got
+    return dest
+
+@patch
+def pickle(self:Channel, obj) -> tuple:
+    "`obj` pickled by the channel's own pickler (made once): the pickle, and the large arrays' memory to send after it."
+    if getattr(self, '_pickler', None) is None or self._out.tell() > (1 << 20):   # new, or grown by a large message
+        self._out = io.BytesIO()
+        self._pickler = _Pickler(self._out, protocol=5, buffer_callback=self._out_of_band)
+    self._raws = []
+    self._out.seek(0); self._out.truncate()
+    try: self._pickler.dump(obj)
+    finally: self._pickler.clear_memo()   # the memo holds what it pickled: let the message's objects go now
+    return self._out.getvalue(), self._raws
+
+@patch
+def _out_of_band(self:Channel, buf) -> bool:
+    raw = buf.raw()
+    if raw.nbytes < OUT_OF_BAND: return True   # in band
+    self._raws.append(raw)                     # out of band: sent as it is, never copied into the pickle
+
+@patch
+def take(self:Channel, n:int):
+    "The next `n` bytes: a view of the buffer (valid until the next read), or a bytearray of their own when larger."
+    if n > len(self.buf): return self.read_into(bytearray(n))
+    self._fill(n)
+    self.start += n
+    return self.view[self.start - n:self.start]
+
+# %% ../nbs/04c_stub_process.ipynb #9b4fa137
+def send_message(ch:Channel, obj, lock:threading.Lock|None=None):
+    "Pickle `obj` (protocol 5) and send it with the memory of each large array as a raw frame of its own."
+    with lock or _no_lock:   # the channel's pickler is one: one message at a time
+        data, raws = ch.pickle(obj)
+        sizes = [r.nbytes for r in raws]
+        head = struct.pack(f'<II{len(raws)}Q', len(data), len(raws), *sizes)
+        ch.send([head, data, *raws], len(head) + len(data) + sum(sizes))
 
 class _NoLock:
     def __enter__(self): pass
     def __exit__(self, *a): pass
 _no_lock = _NoLock()
 
-def recv_message(conn:Connection):
+def recv_message(ch:Channel):
     "The next message; raises EOFError when the other side is gone."
-    frame = conn.recv_bytes()
-    n, = struct.unpack_from('<I', frame)
-    sizes = struct.unpack_from(f'<{n}Q', frame, 4)
-    buffers = []
-    for size in sizes:
-        buf = bytearray(size)       # writable, and received straight into
-        conn.recv_bytes_into(buf)
-        buffers.append(buf)
-    return pickle.loads(memoryview(frame)[4 + 8 * n:], buffers=buffers)
+    ch._fill(_HEAD.size)
+    size, n = _HEAD.unpack_from(ch.buf, ch.start)
+    ch.start += _HEAD.size
+    sizes = struct.unpack(f'<{n}Q', ch.take(8 * n)) if n else ()
+    data = ch.take(size)
+    buffers = [ch.read_into(bytearray(s)) for s in sizes]   # writable, and received straight into
+    return pickle.loads(data, buffers=buffers)
 
 # %% ../nbs/04c_stub_process.ipynb #b94bbb63
 WIRE_FIELDS = ('model_name', 'inputs', 'model_version', 'id', 'requested_outputs', 'parameters', 'priority',
@@ -75,34 +157,42 @@ class _ForwardLogs(logging.Handler):
 # %% ../nbs/04c_stub_process.ipynb #386f69c3
 class Stub:
     "The stub's side: one model instance, driven by the messages of its server."
-    def __init__(self, conn:Connection):
-        self.conn, self.lock, self.instance = conn, threading.Lock(), None
-        self.read_lock = threading.Lock()   # one reader at a time (see _serve_loop)
+    def __init__(self, work:Channel, side:Channel):
+        self.work, self.side, self.lock, self.instance = work, side, threading.Lock(), None
+        self.in_batch, self.sent_work = False, 0   # where `send` goes, and how many went on `work` (see below)
         self.calls, self.bls, self._ids = {}, {}, itertools.count()   # what the model asked of the server, by id
         self.running = {}   # batch id -> its requests, while the model may still answer them (for `cancel`)
+        self.early, self.last_batch, self.run_lock = set(), -1, threading.Lock()   # cancels that overtook their batch
 
-    def send(self, msg): send_message(self.conn, msg, self.lock)
+    def send(self, msg):
+        "To the server: on `work` while a batch runs, else on `side`, with the count of `work` messages before it."
+        with self.lock:
+            if self.in_batch: send_message(self.work, msg); self.sent_work += 1
+            else: send_message(self.side, (self.sent_work, msg))
 
     def serve(self):
         "Initialize, then execute batches until `finalize` (or until the server goes away)."
         logging.getLogger('triton_mini').handlers[:] = [_ForwardLogs(self.send)]
         logging.getLogger('triton_mini').setLevel(1)
         logging.getLogger('triton_mini').propagate = False
-        threading.Thread(target=self._serve_loop, name='triton_mini:stub:second', daemon=True).start()
-        self._serve_loop()
+        threading.Thread(target=self._serve_side, name='triton_mini:stub:side', daemon=True).start()
+        self._serve_work()
 
 # %% ../nbs/04c_stub_process.ipynb #cb6e6833
 @patch
-def _serve_loop(self:Stub):
+def _serve_work(self:Stub):
     while True:
-        with self.read_lock:
-            try: msg = recv_message(self.conn)
-            except (EOFError, OSError): _exit()   # the server stopped or died: nobody is left to answer
-        kind = msg[0]
-        if kind == 'reply': self._reply(*msg[1:])
-        elif kind == 'bls': self._bls_response(*msg[1:])
-        elif kind == 'finalize': self._finalize(); _exit()
-        else: getattr(self, '_' + kind)(*msg[1:])
+        try: msg = recv_message(self.work)
+        except (EOFError, OSError): _exit()   # the server stopped or died: nobody is left to answer
+        if msg[0] == 'finalize': self._finalize(); _exit()
+        getattr(self, '_' + msg[0])(*msg[1:])   # initialize, execute, auto_complete
+
+@patch
+def _serve_side(self:Stub):
+    while True:
+        try: msg = recv_message(self.side)
+        except (EOFError, OSError): _exit()
+        getattr(self, '_' + msg[0])(*msg[1:])   # reply, bls_response, cancel
 
 def _exit():
     for f in (sys.stdout, sys.stderr):
@@ -131,8 +221,11 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
         r = InferenceRequest(**fields)
         r.response_callback = lambda req, resp, final, i=i: self._sent(batch_id, i, resp, final)
         requests.append(r)
-    self.running[batch_id] = requests
+    with self.run_lock:
+        self.running[batch_id], self.last_batch = requests, batch_id
+        for i in [i for b, i in self.early if b == batch_id]: self.early.discard((batch_id, i)); requests[i].cancelled = True
     self.instance.failed = False   # as the scheduler does before each execute in the thread mode
+    with self.lock: self.in_batch = True
     try:
         out = self.instance.execute(requests)
         failed, timing = getattr(self.instance, 'failed', False), self.instance.timing
@@ -140,7 +233,9 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
     if not self.instance.decoupled or all(r.done for r in requests): self.running.pop(batch_id, None)
-    self.send(('done', batch_id, out, timing, failed))
+    with self.lock:   # the batch's last message on `work`
+        self.in_batch = False
+        send_message(self.work, ('done', batch_id, out, timing, failed)); self.sent_work += 1
 
 @patch
 def _sent(self:Stub, batch_id:int, i:int, resp, final:bool):
@@ -151,7 +246,9 @@ def _sent(self:Stub, batch_id:int, i:int, resp, final:bool):
 @patch
 def _cancel(self:Stub, batch_id:int, i:int):
     "The server cancelled request `i` of a batch: `is_cancelled()` turns true for the model, with no round trip."
-    requests = self.running.get(batch_id)
+    with self.run_lock:   # on `side`, a cancel may overtake its batch (on `work`): it waits for it
+        requests = self.running.get(batch_id)
+        if requests is None and batch_id > self.last_batch: self.early.add((batch_id, i))
     if requests is not None and i < len(requests): requests[i].cancelled = True
 
 @patch
@@ -161,12 +258,12 @@ def _finalize(self:Stub):
     finally: self.send(('finalized',))
 
 # %% ../nbs/04c_stub_process.ipynb #d36c0379
-def stub_main(fd:int):
-    "The stub's entry point: serve the server at the other end of the socket `fd`."
+def stub_main(work:int, side:int):
+    "The stub's entry point: serve the server at the other end of the sockets `work` and `side` (fds)."
     sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
-    Stub(Connection(fd)).serve()
+    Stub(Channel(socket.socket(fileno=work)), Channel(socket.socket(fileno=side))).serve()
 
 # %% ../nbs/04c_stub_process.ipynb #4acde092
 @patch
@@ -183,7 +280,7 @@ def _reply(self:Stub, call_id, ok, value):
     fut.set_result(value) if ok else fut.set_exception(value)
 
 @patch
-def _bls_response(self:Stub, bls_id, resp, final):
+def _bls(self:Stub, bls_id, resp, final):
     req = self.bls.pop(bls_id) if final else self.bls[bls_id]
     req.send(resp, final)
 
@@ -235,12 +332,12 @@ def set_metric_state(m, state:dict):
         if state['buckets'] is not None: m.bucket_counts, m.sum, m.count = list(state['bucket_counts']), state['sum'], state['count']
 
 # %% ../nbs/04c_stub_process.ipynb #e210d5f4
-STUB_MAIN = 'from triton_mini.stub_process import stub_main; stub_main(int(sys.argv[1]))'
+STUB_MAIN = 'from triton_mini.stub_process import stub_main; stub_main(int(sys.argv[1]), int(sys.argv[2]))'
 
 def stub_command(python:str|None=None) -> list:
     """How the server starts a stub: this Python with this triton_mini first on its path; or a packed environment's
     Python (EXECUTION_ENV_PATH, below), with this triton_mini and the server's packages *after* the environment's own,
-    so the environment's versions win and what it lacks (fastcore, orjson, ...) still imports. The socket's fd follows."""
+    so the environment's versions win and what it lacks (fastcore, orjson, ...) still imports. The sockets' fds follow."""
     if python is None: return [sys.executable, '-c', 'import sys; ' + STUB_MAIN]
     return [python, '-c', f'import sys; sys.path.extend({server_paths()!r}); ' + STUB_MAIN]
 
@@ -257,13 +354,15 @@ def _stub_env() -> dict:
     return env
 
 def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
-    "A new stub process and our end of its socket."
-    ours, theirs = socket.socketpair()
+    "A new stub process and our ends of its `work` and `side` channels."
+    (work, their_work), (side, their_side) = socket.socketpair(), socket.socketpair()
+    fds = (their_work.fileno(), their_side.fileno())
     try:
-        proc = subprocess.Popen([*stub_command(python), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+        proc = subprocess.Popen([*stub_command(python), *map(str, fds)], pass_fds=fds,
                                 env=env if env is not None else _stub_env(), stdin=subprocess.DEVNULL)
-    finally: theirs.close()
-    return proc, Connection(ours.detach())
+    except BaseException: work.close(); side.close(); raise
+    finally: their_work.close(); their_side.close()
+    return proc, Channel(work), Channel(side)
 
 # %% ../nbs/04c_stub_process.ipynb #3545e9c7
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
@@ -368,8 +467,9 @@ class StubModelInstance(ModelInstance):
 @patch
 def _start(self:StubModelInstance):
     "Start the stub, hand it the instance's arguments, wait for `ready` (or the error of `initialize`)."
-    self.proc, self.conn = spawn_stub(*execution_env(self.args.config, self.args.model_dir))
+    self.proc, self.work, self.side = spawn_stub(*execution_env(self.args.config, self.args.model_dir))
     self._send_lock, self._read_lock, self._gone = threading.Lock(), threading.Lock(), False
+    self._work_seen, self._order = 0, threading.Condition()   # `work` messages handled; `side` waits for them
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
     self._send(('initialize', self.args))
@@ -380,27 +480,37 @@ def _start(self:StubModelInstance):
     self.healthy = True
 
 @patch
-def _send(self:StubModelInstance, msg): send_message(self.conn, msg, self._send_lock)
+def _send(self:StubModelInstance, msg, channel:str='work'):
+    "To the stub: `work` (initialize, execute, finalize) or `side` (the answers to its calls, cancellations)."
+    send_message(self.work if channel == 'work' else self.side, msg, self._send_lock)
 
 # %% ../nbs/04c_stub_process.ipynb #f81f3a9e
 @patch
 def _read(self:StubModelInstance):
-    "The background reader: whatever arrives while no `execute` is waiting to read it (see `_wait` below)."
+    "The background reader: what the stub sends between batches, in order with what it sent during them."
     while True:
-        try: self.conn.poll(None)
+        try: before, msg = recv_message(self.side)
         except (EOFError, OSError): break
-        with self._read_lock:
-            if self._gone: break
-            try: ready = self.conn.poll(0)
-            except (EOFError, OSError): break
-            if ready and not self._read_one(): break
+        if self._work_seen < before:
+            with self._order: self._order.wait_for(lambda: self._work_seen >= before or self._gone)
+        if self._gone or not self._handle(msg): break
+    self._gone = True
     self._died()
 
 @patch
-def _read_one(self:StubModelInstance) -> bool:
-    "Receive one message and act on it; False when the stub is gone (or finalized)."
-    try: msg = recv_message(self.conn)
-    except (EOFError, OSError): self._gone = True; return False
+def _read_work(self:StubModelInstance) -> bool:
+    "Receive one message of `work` and act on it; False when the stub is gone."
+    try: msg = recv_message(self.work)
+    except (EOFError, OSError): msg = None
+    ok = msg is not None and self._handle(msg)
+    self._work_seen += 1
+    if not ok: self._gone = True
+    with self._order: self._order.notify_all()
+    return ok
+
+@patch
+def _handle(self:StubModelInstance, msg) -> bool:
+    "Act on one message of the stub; False when the stub is finalized."
     kind = msg[0]
     if kind == 'send': self._deliver(*msg[1:])
     elif kind == 'done': self._finish(*msg[1:])
@@ -418,9 +528,11 @@ def _read_one(self:StubModelInstance) -> bool:
 def _finish(self:StubModelInstance, batch_id, out, timing, failed):
     "A batch ended in the stub; a decoupled batch stays registered until its requests have their final response."
     with self._lock:
-        requests, fut = self._batches[batch_id]
+        entry = self._batches.get(batch_id)
+        if entry is None: return   # the reader saw the stub die first: the batch failed already
+        requests, fut = entry
         if not self.decoupled or all(r.done for r in requests): del self._batches[batch_id]
-    fut.set_result((out, timing, failed))
+        fut.set_result((out, timing, failed))
 
 @patch
 def _deliver(self:StubModelInstance, batch_id, i, resp, final):
@@ -429,8 +541,9 @@ def _deliver(self:StubModelInstance, batch_id, i, resp, final):
     if entry is None or entry[0][i].done: return
     requests, fut = entry
     requests[i].send(resp, final)
-    if final and fut.done() and all(r.done for r in requests):
-        with self._lock: self._batches.pop(batch_id, None)
+    if final:
+        with self._lock:
+            if fut.done() and all(r.done for r in requests): self._batches.pop(batch_id, None)
 
 def _log_from_stub(fields:dict):
     "Log a stub's record through the server's own logger (its level decides), with the server's pid as Triton does."
@@ -453,14 +566,14 @@ def _serve_call(self:StubModelInstance, call_id, method, args, kw):
         reply = ('reply', call_id, True, value)
     except TritonError as e: reply = ('reply', call_id, False, e)
     except Exception as e: reply = ('reply', call_id, False, TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))
-    try: self._send(reply)
+    try: self._send(reply, 'side')
     except OSError: pass     # the stub died meanwhile
 
 @patch
 def _bls_submit(self:StubModelInstance, bls_id, fields):
     req = InferenceRequest(**fields)
     def back(r, resp, final):
-        try: self._send(('bls', bls_id, resp, final))
+        try: self._send(('bls', bls_id, resp, final), 'side')
         except OSError: pass
     req.response_callback = back
     self.server.submit(req)
@@ -508,8 +621,9 @@ def _died(self:StubModelInstance):
     "The stub is gone: whatever it still owed fails with Triton's words, and so will every later batch."
     self.healthy = False
     err = not_healthy(self.name)
-    if not self._ready.done(): self._ready.set_exception(err)
-    with self._lock: batches, self._batches = list(self._batches.values()), {}
+    with self._lock:   # the two readers may both see the end
+        if not self._ready.done(): self._ready.set_exception(err)
+        batches, self._batches = list(self._batches.values()), {}
     for requests, fut in batches:
         for r in requests:
             if not r.done and self.decoupled: r.send(InferenceResponse(error=err), True)
@@ -537,17 +651,18 @@ def _run_batch(self:StubModelInstance, requests:list):
 def _cancel_in_stub(self:StubModelInstance, batch_id:int, i:int):
     "A request of a batch in the stub was cancelled: tell the stub, which sets the flag the model reads."
     if self.healthy and not self._gone:
-        try: self._send(('cancel', batch_id, i))
+        try: self._send(('cancel', batch_id, i), 'side')
         except OSError: pass   # the stub is gone: nothing runs the request any more
 
 @patch
 def _wait(self:StubModelInstance, fut:Future):
-    """Wait for a batch's `done`, reading the socket ourselves whenever nobody else is: the answer then reaches this
-    thread without a hand-over from the reader thread (one thread wake-up less per batch, tens of µs)."""
+    """Wait for a batch's `done`, reading `work` ourselves: the answer reaches this thread without a hand-over from
+    another thread (a thread wake-up less per batch, tens of µs). The lock is for batches of other threads."""
     while not fut.done():
         if not self._read_lock.acquire(timeout=0.05): continue
         try:
-            if not fut.done() and not self._gone and not self._read_one(): break
+            if fut.done(): break
+            if self._gone or not self._read_work(): break
         finally: self._read_lock.release()
     if not fut.done(): self._died()
     return fut.result()
@@ -567,8 +682,9 @@ def _kill(self:StubModelInstance):
     if self.proc.poll() is None:
         self.proc.kill()
         self.proc.wait()
-    try: self.conn.close()
-    except OSError: pass
+    for ch in (self.work, self.side):
+        try: ch.close()
+        except OSError: pass
 
 # %% ../nbs/04c_stub_process.ipynb #1318a890
 @patch
@@ -580,17 +696,16 @@ def _auto_complete(self:Stub, config, model_dir, file=None):
 def auto_complete_in_stub(config, model_dir:Path, file:Path|None=None, timeout:float=60.0):
     "The model's `auto_complete_config`, run in a short-lived stub: the completed config, or its error raised here."
     from triton_mini.model_config import ConfigError
-    try: proc, conn = spawn_stub(*execution_env(config, model_dir))
+    try: proc, work, side = spawn_stub(*execution_env(config, model_dir))
     except TritonError: return config   # no environment to run it in: the version's load fails and says why (as Triton)
     try:
-        send_message(conn, ('auto_complete', config, Path(model_dir), file))
-        deadline = time.monotonic() + timeout
-        while conn.poll(max(deadline - time.monotonic(), 0)):
-            kind, *value = recv_message(conn)
+        send_message(work, ('auto_complete', config, Path(model_dir), file))
+        side.sock.settimeout(timeout)   # its answer, and what the model logs, come on `side` (not in a batch)
+        while True:
+            kind, *value = recv_message(side)[1]
             if kind == 'log': _log_from_stub(value[0])          # what the model logged on the way
             elif kind == 'error': raise value[0]
             elif kind == 'completed': return value[0]
-        raise EOFError
     except (EOFError, OSError):
         name = config.name or Path(model_dir).name
         try: code = proc.wait(2)
@@ -598,7 +713,7 @@ def auto_complete_in_stub(config, model_dir:Path, file:Path|None=None, timeout:f
         raise ConfigError(f"the stub process that runs auto_complete_config of model '{name}' died or did not answer "
                           f"(exit code {code})", stage='load', code='Internal') from None
     finally:
-        conn.close()
+        work.close(); side.close()
         if proc.poll() is None:
             try: proc.wait(5)
             except subprocess.TimeoutExpired: proc.kill(); proc.wait()
