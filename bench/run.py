@@ -24,9 +24,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
 if 'TRITON_ORACLE' not in os.environ and not os.access(ORACLE, os.X_OK): ORACLE = str(ROOT / 'tools' / 'real_triton.py')
-MODEL = 'identity'
-DATA = [float(i) for i in range(16)]
-BODY = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, 16], 'datatype': 'FP32', 'data': DATA}]})
+MODEL = 'identity'   # --model: identity (FP32 [1,16] echoed), or mlp / mlp_batched / mlp_adaptive (FP32 [1,64] in)
+def body_for(model:str) -> str:
+    n = 16 if model == 'identity' else 64
+    return json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, n], 'datatype': 'FP32', 'data': [float(i % 7) for i in range(n)]}]})
+BODY = body_for(MODEL)
 NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment'}
 EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
@@ -112,7 +114,9 @@ class Server:
         self.pinned = pin_tree(self.proc.pid, core)
         status, body = http(self.port, f'/v2/models/{MODEL}/infer', BODY.encode())
         out = json.loads(body)['outputs'][0] if status == 200 else None
-        if out is None or out['data'] != DATA: self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
+        expected = json.loads(BODY)['inputs'][0]['data'] if MODEL == 'identity' else None   # the MLP: 10 numbers
+        if out is None or (out['data'] != expected if expected else len(out['data']) != 10):
+            self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
 
     def stop(self):
         if self.proc.poll() is None:
@@ -165,7 +169,8 @@ def median(results, kind, c, key): return statistics.median(r[key] for r in resu
 
 def report(args, results, load_before, load_after) -> str:
     lines = [f'# Benchmark {datetime.datetime.now():%Y-%m-%d %H:%M}', '',
-             f'identity Python model, FP32 [1,16] JSON infer; each server pinned to core {args.server_core}, wrk (1 thread) '
+             (f'identity Python model, FP32 [1,16]' if MODEL == 'identity' else f'`{MODEL}` (numpy MLP 64-256-256-10), FP32 [1,64]')
+             + f' JSON infer; each server pinned to core {args.server_core}, wrk (1 thread) '
              f'to core {args.client_core}; {args.rounds} interleaved round(s) of {args.duration:g} s per concurrency after a '
              f'{args.warmup:g} s warm-up; medians over rounds.', '',
              f'Machine: {os.cpu_count()} cores, {cpu_model()}; load average (1 min) {load_before:.2f} before, '
@@ -284,10 +289,13 @@ def main(argv=None):
                    'instead of `python -m triton_mini` (e.g. one that patches triton_mini, then calls triton_mini.cli.main)')
     p.add_argument('--exp-launcher', metavar='SCRIPT', help='add a third server, `exp`: triton-mini run by this script, '
                    'interleaved with the others and reported as ratios to triton-mini (before/after in one run)')
+    p.add_argument('--model', default='identity', choices=('identity', 'mlp', 'mlp_batched', 'mlp_adaptive'),
+                   help='the model of bench/repo to load (identity; a numpy MLP unbatched, dynamically batched, or with adaptive_queue_delay)')
     p.add_argument('--mini-flags', default='', metavar='FLAGS', help='more flags for triton-mini and the experiment, '
                    "one string: --mini-flags='--python-backend-mode=process'")
     args = p.parse_args(argv)
-    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS
+    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MODEL, BODY
+    MODEL, BODY = args.model, body_for(args.model)
     MINI_FLAGS = args.mini_flags.split()
     if args.exp_launcher:
         EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
@@ -312,7 +320,7 @@ def main(argv=None):
             text = report(args, results, before, os.getloadavg()[0])
             print('\n' + text.split('<details>')[0])
             if not args.no_save:
-                (out := result_path()).parent.mkdir(exist_ok=True)
+                (out := result_path('' if MODEL == 'identity' else f'-{MODEL}')).parent.mkdir(exist_ok=True)
                 out.write_text(text); print(f'written to {out.relative_to(ROOT)}')
         if args.profile:
             text = profile(args, work, repo, script)
