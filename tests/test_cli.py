@@ -206,3 +206,39 @@ def test_model_config_name_matches_triton(tmp_path, launch, name):
         seen[kind] = {m: json.loads(urllib.request.urlopen(f'http://127.0.0.1:{s.http_port}/v2/models/{m}/config').read())['max_batch_size']
                       for m in ('with_custom', 'plain')}
     assert seen['mini'] == seen['triton'] == {'with_custom': 2 if name == 'small' else 8, 'plain': 8}
+
+
+@pytest.mark.slow
+def test_ray_flag_serves_replicas(tmp_path):
+    "`triton-mini --ray --replicas 2`: the repository behind Ray Serve on --http-port, tritonclient unchanged, SIGTERM stops it."
+    pytest.importorskip('ray', reason='the ray extra is not installed')
+    import signal, tritonclient.http as httpclient
+    import numpy as np
+    repo = tmp_path / 'models'
+    shutil.copytree(example_repository() / 'add_sub', repo / 'add_sub')
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--ray', '--replicas', '2', f'--model-repository={repo}',
+                             f'--http-port={port}', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                if urllib.request.urlopen(f'http://127.0.0.1:{port}/v2/health/ready', timeout=2).status == 200: break
+            except OSError: time.sleep(0.5)
+            assert proc.poll() is None, proc.stdout.read()
+        client = httpclient.InferenceServerClient(f'127.0.0.1:{port}')
+        inputs = [httpclient.InferInput(n, [1, 4], 'FP32') for n in ('INPUT0', 'INPUT1')]
+        for i in inputs: i.set_data_from_numpy(np.ones((1, 4), np.float32))
+        assert client.infer('add_sub', inputs).as_numpy('OUTPUT0').tolist() == [[2, 2, 2, 2]]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try: code = proc.wait(90)
+        except subprocess.TimeoutExpired: proc.kill(); raise
+    assert code == 0, proc.stdout.read()[-2000:]
+
+
+def test_ray_flag_without_ray_says_what_to_install(tmp_path):
+    code = "import sys; sys.modules['ray'] = None; from triton_mini.cli import main; sys.exit(main(['--ray']))"
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and 'pip install "triton-mini[ray]"' in r.stderr

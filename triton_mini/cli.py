@@ -25,8 +25,8 @@ log = logging.getLogger('triton_mini.server')
 __all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits',
            'trace_setting_from_args', 'check_trace_args', 'ignored_flags', 'build_parser', 'grpc_options', 'check_args',
            'deprecation_warnings', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
-           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'main', 'serve', 'free_port',
-           'wait_for_http']
+           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'serve_on_ray', 'main', 'serve',
+           'free_port', 'wait_for_http']
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -223,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f'--{proto}-port', type=int, default=port)
         _bool(p, f'--allow-{proto}', True, f'serve {proto}')
     p.add_argument('--http-address', default='0.0.0.0')
+    p.add_argument('--ray', action='store_true', help='serve replicas of the server behind Ray Serve on --http-port (the ray extra; 12_ray_serve)')
+    p.add_argument('--replicas', default='1', metavar='N', help="with --ray: how many replicas, or 'auto' (Serve's autoscaling)")
     p.add_argument('--openai-port', type=int, default=None, metavar='PORT',
                    help="serve the OpenAI-compatible API (/v1/chat/completions, ...) on this port, at --http-address (off by default)")
     p.add_argument('--grpc-address', default='0.0.0.0')
@@ -456,6 +458,30 @@ def _listeners(args, server) -> dict:
     return apps
 
 # %% ../nbs/10_cli.ipynb #ecaebdab
+def serve_on_ray(args) -> int:
+    "`triton-mini --ray --replicas N`: the repository on Ray Serve until a signal; 1 when the ray extra is missing."
+    try:
+        import ray
+        from triton_mini.ray_serve import RayTriton
+        from ray import serve
+    except ImportError as e:
+        print(f'--ray needs the ray extra ({e}): pip install "triton-mini[ray]"', file=sys.stderr)
+        return 1
+    replicas = args.replicas if args.replicas == 'auto' else int(args.replicas)
+    repo = (args.model_repository or [str(example_repository())])[0]
+    models = (args.load_model or None) if args.model_control_mode == 'explicit' else None
+    ray.init(include_dashboard=False, logging_level=logging.WARNING)
+    stop = threading.Event()   # our handlers replace the ones ray.init installed (its SIGTERM handler aborts)
+    for sig in (signal.SIGINT, signal.SIGTERM): signal.signal(sig, lambda *a: stop.set())
+    try:
+        RayTriton.run(repo, host=args.http_address, port=args.http_port, num_replicas=replicas, models=models)
+        log.info(f'Started Ray Serve at {args.http_address}:{args.http_port} with {replicas} replica(s) of {repo}')
+        while not stop.wait(0.5): pass
+        return 0
+    finally:
+        serve.shutdown(); ray.shutdown()
+
+# %% ../nbs/10_cli.ipynb #d02e8d2a
 def main(argv=None) -> int:
     "The `triton-mini` command: returns the process exit code."
     args = parse_args(argv)
@@ -469,6 +495,7 @@ def main(argv=None) -> int:
         return 1
     if ignored := ignored_flags(args): log.warning(f"ignoring flags triton_mini does not implement: {', '.join(ignored)}")
     log.info(f'triton_mini {triton_mini.__version__} (Triton Inference Server, CPU-only, in Python)')
+    if args.ray: return serve_on_ray(args)
     server, failures = start_server(args)
     if failures and args.exit_on_error:
         log.error('error: creating server: Internal - failed to load all models')
