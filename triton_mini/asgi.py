@@ -14,9 +14,9 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'call_asgi', 'watch_disconnect',
-           'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard',
-           'guarded_protocol', 'bind_socket', 'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'answer_lifespan', 'call_asgi',
+           'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
+           'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -31,6 +31,11 @@ class Response:
 
 NOT_FOUND = Response(404, b'{"error":"Not Found"}')
 NOT_ALLOWED = Response(405, b'{"error":"Method Not Allowed"}')
+
+async def answer_lifespan(receive, send):
+    "Answer an ASGI lifespan scope: nothing to start or stop, so every startup completes at once until shutdown."
+    while (await receive())['type'] != 'lifespan.shutdown': await send({'type': 'lifespan.startup.complete'})
+    await send({'type': 'lifespan.shutdown.complete'})
 
 async def _send(send, resp:Response):
     "Send `resp` through an ASGI `send`: the start message with its content-length, then the body."

@@ -20,7 +20,7 @@ from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, outpu
 from .shared_memory import Placement
 from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, RateLimitedLog, exception_kind, _noisy,
                               INTERNAL_ERROR, _quiet_uvicorn, _ClientGone, _read_body, _compress, HTTPLimits, HTTPService,
-                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol, watch_disconnect)
+                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol, watch_disconnect, answer_lifespan)
 
 log = logging.getLogger(__name__)
 
@@ -668,9 +668,7 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
 @patch
 async def __call__(self:HTTPFrontend, scope, receive, send):
     if scope['type'] != 'http':
-        if scope['type'] == 'lifespan':
-            while (await receive())['type'] != 'lifespan.shutdown': await send({'type': 'lifespan.startup.complete'})
-            await send({'type': 'lifespan.shutdown.complete'})
+        if scope['type'] == 'lifespan': await answer_lifespan(receive, send)
         return
     try: await self._serve(scope, receive, send)
     except _ClientGone: return       # nobody to answer

@@ -14,7 +14,7 @@ from .errors import TritonError
 from .tensors import json_dumps, config_to_wire, np_dtype
 from .backend import InferenceRequest
 from .server import TritonServer, call_in_loop
-from .asgi import Response, NOT_FOUND, _send, _read_body, _ClientGone, watch_disconnect, call_asgi
+from .asgi import Response, NOT_FOUND, _send, _read_body, _ClientGone, watch_disconnect, call_asgi, answer_lifespan
 
 log = logging.getLogger(__name__)
 
@@ -332,9 +332,7 @@ async def dispatch(self:OpenAIFrontend, method:str, path:str, body:bytes, receiv
 @patch
 async def __call__(self:OpenAIFrontend, scope, receive, send):
     if scope['type'] != 'http':
-        if scope['type'] == 'lifespan':
-            while (await receive())['type'] != 'lifespan.shutdown': await send({'type': 'lifespan.startup.complete'})
-            await send({'type': 'lifespan.shutdown.complete'})
+        if scope['type'] == 'lifespan': await answer_lifespan(receive, send)
         return
     try: body = await _read_body(receive, self.max_body)
     except _ClientGone: return
