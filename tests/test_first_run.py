@@ -1,23 +1,28 @@
 """A newcomer's first run without the `llm` extra: `pip install . && triton-mini` must serve the bundled
 repository (the two LLM models left out, in one log line), while a repository the user names still stops
 the server when a model cannot load (`--exit-on-error` is not weakened). The binding's absence is simulated
-with `sys.modules['llama_cpp'] = None`, which makes every `import llama_cpp` fail as if it were not installed."""
-import json, signal, subprocess, sys, threading, urllib.error, urllib.request
+by a `llama_cpp` module first on PYTHONPATH that raises ModuleNotFoundError, so every `import llama_cpp` fails as if
+it were not installed: in the server and in the stub processes it starts (which inherit its environment)."""
+import json, os, signal, subprocess, sys, tempfile, threading, urllib.error, urllib.request
+from pathlib import Path
 
 import pytest
 
 from triton_mini.cli import example_repository, wait_for_http
 from triton_servers import free_port
 
-# `triton-mini`, in a Python where llama_cpp cannot be imported.
-NO_LLAMA = "import sys; sys.modules['llama_cpp'] = None; from triton_mini.cli import main; sys.exit(main(sys.argv[1:]))"
+# `triton-mini`, in a Python (and its child processes) where llama_cpp cannot be imported.
+NO_LLAMA = "import sys; from triton_mini.cli import main; sys.exit(main(sys.argv[1:]))"
+SHADOW = Path(tempfile.mkdtemp(prefix='no_llama_'))
+(SHADOW / 'llama_cpp.py').write_text("raise ModuleNotFoundError(\"No module named 'llama_cpp'\", name='llama_cpp')\n")
+ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(SHADOW), os.environ.get('PYTHONPATH')]))}
 
 
 def start(*flags):
     "The command without llama_cpp, on free ports; returns (process, http port, collected output lines)."
     http = free_port()
     proc = subprocess.Popen([sys.executable, '-c', NO_LLAMA, f'--http-port={http}', f'--metrics-port={free_port()}',
-                             '--allow-grpc=false', *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             '--allow-grpc=false', *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     lines = []
     threading.Thread(target=lambda: lines.extend(l.rstrip('\n') for l in proc.stdout), daemon=True).start()
     return proc, http, lines
