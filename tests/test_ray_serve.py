@@ -128,3 +128,9 @@ def test_a_killed_replica_is_replaced(cluster):
     assert len(pids) == 2 and pids != before, (before, pids)    # a new replica process serves
     assert late == [], late                                     # nothing fails once Serve has recovered
     assert len(failed) <= 8                                     # at most the requests in flight on the victim (4 clients), retried or not
+
+def test_shutdown_removes_the_application_and_its_metrics_board(cluster):
+    "Last in this file: RayTriton.shutdown deletes the app and kills the detached MetricsBoard actor."
+    ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')   # exists while the app runs
+    cluster.shutdown()
+    with pytest.raises(ValueError): ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')

@@ -236,5 +236,9 @@ class RayTriton:
         return serve.get_app_handle(self.name)
 
     def shutdown(self):
+        "Delete the application and its MetricsBoard (a detached actor outlives the replicas)."
+        import ray
         from ray import serve
         serve.delete(self.name)
+        try: ray.kill(ray.get_actor(f'triton_mini_metrics_{self.name}', namespace='triton_mini'))
+        except ValueError: pass      # no scrape-capable replica ever started
