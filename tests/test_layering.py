@@ -22,13 +22,14 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
-FRONT_ENDS = {'http_server', 'grpc_server', 'metrics', 'openai_frontend', 'tritonserver'}
+FRONT_ENDS = {'http_server', 'grpc_server', 'metrics_server', 'openai_frontend', 'tritonserver'}
 IN_PROCESS_FRONT_ENDS = {'tritonserver'}   # Triton's Python API: used by importing it, not put on a socket by the CLI
 COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
-        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server'}
+        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server',
+        'metrics'}   # the Prometheus rendering, as in Triton's core (TRITONSERVER_MetricsFormatted); metrics_server serves it
 
 def imports_of(module:str) -> set:
     "The triton_mini modules `module` imports anywhere in its source (relative or absolute)."
@@ -87,7 +88,7 @@ def test_serves_without_uvloop_and_httptools():
     assert out == ['add_sub', 'False'], out
 
 def test_front_ends_import_no_backend_implementation():
-    "Front ends talk to the core only: metrics renders models' families without importing pb_utils (which owns them)."
+    "Front ends talk to the core only: the metrics port serves models' families without importing pb_utils (which owns them)."
     for fe in FRONT_ENDS: assert not imports_of(fe) & BACKEND_IMPLEMENTATIONS, (fe, imports_of(fe))
 
 def test_scale_out_sits_above_the_front_ends():
@@ -100,3 +101,8 @@ def test_ray_serve_imports_without_ray():
     "The base install has no Ray: the module imports it only when a deployment is built."
     code = "import sys; sys.modules['ray'] = None; import triton_mini.ray_serve; print('ok')"
     assert subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split() == ['ok']
+
+def test_the_metrics_rendering_has_no_http_in_it():
+    "Server.metrics() of the in-process API renders Prometheus text without loading the HTTP plumbing or any front end."
+    loaded = _modules_after('import triton_mini.metrics')
+    assert not {m.split('.')[-1] for m in loaded} & (FRONT_ENDS | {'asgi'}), loaded

@@ -8,6 +8,7 @@ parser = pytest.importorskip('prometheus_client.parser')
 from triton_mini.cli import example_repository
 from triton_mini.server import TritonServer
 from triton_mini.metrics import MetricsCollector, REQUEST_FAMILIES
+from triton_mini.metrics_server import HTTPMetricsServer
 from triton_mini.http_server import HTTPService, bind_socket
 from triton_mini.tensors import TritonError
 
@@ -104,7 +105,7 @@ def test_seed_families(server):
 
 
 def test_metrics_endpoint(server):
-    svc = HTTPService({MetricsCollector(server): bind_socket('127.0.0.1', 0)}).start()
+    svc = HTTPService({HTTPMetricsServer(server): bind_socket('127.0.0.1', 0)}).start()
     try:
         base = f'http://127.0.0.1:{svc.ports[0]}'
         with urllib.request.urlopen(base + '/metrics') as r:

@@ -70,6 +70,33 @@ def test_set_models_reaches_every_replica(cluster):
         cluster.set_models(['add_sub', 'cpu_bound'])
     assert _client(cluster).is_model_ready('cpu_bound')
 
+def _success_by_replica(url) -> dict:
+    "nv_inference_request_success of add_sub on the Ray endpoint's /metrics, by replica label."
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+    r = requests.get(f'{url}/metrics', timeout=30)
+    assert r.status_code == 200 and r.headers['content-type'].startswith('text/plain')
+    fams = {f.name: f for f in text_string_to_metric_families(r.text)}
+    return {s.labels['replica']: s.value for s in fams['nv_inference_request_success'].samples
+            if s.labels['model'] == 'add_sub'}
+
+def test_metrics_of_every_replica(cluster):
+    "GET /metrics through Serve's proxy: Triton's families with a sample per replica; 10 more requests show in the sum."
+    c = _client(cluster)
+    _add_sub(c)
+    previous, before = None, _success_by_replica(cluster.url)
+    for _ in range(6):                    # settle: both replicas published what they counted so far
+        if before == previous and len(before) == 2: break
+        time.sleep(2.5); previous, before = before, _success_by_replica(cluster.url)
+    before = sum(before.values())
+    for _ in range(10): _add_sub(c)
+    deadline = time.monotonic() + 15      # the other replica's part is published every health check (2 s)
+    while True:
+        by_replica = _success_by_replica(cluster.url)
+        if (len(by_replica) == 2 and sum(by_replica.values()) == before + 10) or time.monotonic() > deadline: break
+        time.sleep(0.5)
+    assert len(by_replica) == 2 and sum(by_replica.values()) == before + 10, (before, by_replica)
+
 def test_a_killed_replica_is_replaced(cluster):
     "ray.kill one replica under load from 4 client threads: count failures, then check Serve starts a new replica."
     handle = cluster.handle()
@@ -101,3 +128,9 @@ def test_a_killed_replica_is_replaced(cluster):
     assert len(pids) == 2 and pids != before, (before, pids)    # a new replica process serves
     assert late == [], late                                     # nothing fails once Serve has recovered
     assert len(failed) <= 8                                     # at most the requests in flight on the victim (4 clients), retried or not
+
+def test_shutdown_removes_the_application_and_its_metrics_board(cluster):
+    "Last in this file: RayTriton.shutdown deletes the app and kills the detached MetricsBoard actor."
+    ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')   # exists while the app runs
+    cluster.shutdown()
+    with pytest.raises(ValueError): ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')

@@ -327,12 +327,48 @@ def test_async_infer(stream_server):
 
 # --- what is not supported says so ---
 
-def test_metrics_and_repository_registration_are_unsupported(server):
-    with pytest.raises(tritonserver.UnsupportedError, match='MetricsCollector'): server.metrics()
-    with pytest.raises(tritonserver.UnsupportedError): server.metrics(tritonserver.MetricFormat.PROMETHEUS)
+def test_repository_registration_is_unsupported(server):
     with pytest.raises(tritonserver.UnsupportedError): server.register_model_repository(REPO, {'add_sub': 'other'})
     with pytest.raises(tritonserver.UnsupportedError): server.unregister_model_repository(REPO)
     with pytest.raises(tritonserver.UnsupportedError, match='POLL'): server.poll_model_repository()
+
+
+# --- metrics: the text the metrics port serves ---
+
+def _samples(text:str, skip=('nv_cpu_utilization', 'nv_cpu_memory_used_bytes')) -> dict:
+    "Every sample of a Prometheus text by (name, labels), leaving out the gauges that move between two reads."
+    from prometheus_client.parser import text_string_to_metric_families
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples if s.name not in skip}
+
+def test_metrics_is_what_the_metrics_port_serves(server):
+    "Server.metrics() and GET :PORT/metrics of HTTPMetricsServer over the same core: the same families and values."
+    import urllib.request
+    from triton_mini.asgi import HTTPService, bind_socket
+    from triton_mini.metrics_server import HTTPMetricsServer
+    model = server.load('add_sub')
+    for _ in range(3): list(model.infer(inputs={'INPUT0': np.ones((2, 4), np.float32), 'INPUT1': np.ones((2, 4), np.float32)}))
+    with HTTPService({HTTPMetricsServer(server.core): bind_socket('127.0.0.1', 0)}) as svc:
+        served = urllib.request.urlopen(f'http://127.0.0.1:{svc.ports[0]}/metrics').read().decode()
+    text = server.metrics()
+    mine, port = _samples(text), _samples(served)
+    assert mine == port and len(mine) > 40
+    assert mine[('nv_inference_request_success_total', (('model', 'add_sub'), ('version', '1')))] == 3
+    assert mine[('nv_inference_count_total', (('model', 'add_sub'), ('version', '1')))] == 6
+    names = lambda t: [l for l in t.splitlines() if l.startswith('# ')]
+    assert names(text) == names(served)          # the same families, HELP and TYPE, in the same order
+
+def test_metrics_options(server):
+    assert 'nv_cpu_utilization' in server.metrics(tritonserver.MetricFormat.PROMETHEUS)
+    with pytest.raises(tritonserver.InvalidArgumentError, match='unsupported metric format'): server.metrics(3)
+    s = tritonserver.Server(model_repository=REPO, model_control_mode=tritonserver.ModelControlMode.EXPLICIT, cpu_metrics=False).start()
+    try: assert 'nv_cpu_utilization' not in s.metrics() and '# TYPE nv_inference_count counter' in s.metrics()
+    finally: s.stop()
+    s = tritonserver.Server(model_repository=REPO, model_control_mode=tritonserver.ModelControlMode.EXPLICIT, metrics=False).start()
+    try:
+        with pytest.raises(tritonserver.UnavailableError, match='disabled'): s.metrics()
+    finally: s.stop()
+    with pytest.raises(tritonserver.InvalidArgumentError, match='not started'): s.metrics()
 
 def test_poll_model_repository_in_poll_mode(tmp_path):
     s = tritonserver.Server(model_repository=str(tmp_path), model_control_mode=tritonserver.ModelControlMode.POLL).start()

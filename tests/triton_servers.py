@@ -317,7 +317,7 @@ class MiniTriton:
                  exit_timeout_secs:float=3, **server_kw):
         from triton_mini.server import TritonServer
         from triton_mini.http_server import HTTPFrontend, HTTPService, bind_socket
-        from triton_mini.metrics import MetricsCollector
+        from triton_mini.metrics_server import HTTPMetricsServer
         self.repo = Path(repo)
         self.server = TritonServer(self.repo, **server_kw)
         self.failures = self.server.start()
@@ -326,7 +326,7 @@ class MiniTriton:
         try:
             apps = {}
             if http: apps[HTTPFrontend(self.server, **(http_options or {}))] = bind_socket('127.0.0.1', 0)
-            if metrics: apps[MetricsCollector(self.server)] = bind_socket('127.0.0.1', 0)
+            if metrics: apps[HTTPMetricsServer(self.server)] = bind_socket('127.0.0.1', 0)
             if apps:
                 self.service = HTTPService(apps, exit_timeout_secs=exit_timeout_secs).start()
                 ports = iter(self.service.ports)

@@ -15,7 +15,7 @@ from .server import TritonServer, run_loop
 from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
-from .metrics import MetricsCollector
+from .metrics_server import HTTPMetricsServer
 from .openai_frontend import OpenAIFrontend
 from .response_cache import cache_from_config
 
@@ -452,7 +452,7 @@ def _listeners(args, server) -> dict:
         apps[HTTPFrontend(server, args.http_max_input_size, parse_restricted_apis(args.http_restricted_api),
                           args.http_header_forward_pattern)] = ('HTTPService', args.http_address, args.http_port)
     if args.allow_metrics:
-        apps[MetricsCollector(server, args.allow_cpu_metrics)] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
+        apps[HTTPMetricsServer(server, args.allow_cpu_metrics)] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
     if args.openai_port is not None:
         apps[OpenAIFrontend(server)] = ('OpenAI Service', args.http_address, args.openai_port)
     return apps
@@ -542,7 +542,7 @@ def _exit_timeout_expired(hung:list) -> int:
 def serve(server:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
     "Serve a started TritonServer over HTTP (and metrics) until SIGINT/SIGTERM."
     apps = {HTTPFrontend(server): bind_socket(host, port)}
-    if metrics_port is not None: apps[MetricsCollector(server)] = bind_socket(host, metrics_port)
+    if metrics_port is not None: apps[HTTPMetricsServer(server)] = bind_socket(host, metrics_port)
     for app, sock in apps.items(): log.info(f'Started {"HTTPService" if isinstance(app, HTTPFrontend) else "Metrics Service"} at {host}:{sock.getsockname()[1]}')
     run_loop(serve_apps(apps, exit_timeout_secs))
 

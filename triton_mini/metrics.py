@@ -10,7 +10,6 @@ from fastcore.basics import patch
 
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
-from .asgi import Response, NOT_FOUND, NOT_ALLOWED, INTERNAL_ERROR, _send, _noisy, exception_kind
 
 # %% auto #0
 __all__ = ['REQUEST_FAMILIES', 'PENDING', 'FAMILY_KINDS', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'family',
@@ -180,18 +179,3 @@ def render(self:MetricsCollector) -> str:
     for fam in list(self.server.metric_families): lines += custom_family_lines(fam)
     lines += self._pending_lines() + self._seed_lines() + self._cpu_lines() + self._cache_lines()
     return '\n'.join(lines) + '\n'
-
-# %% ../nbs/09_metrics.ipynb #0e82c025
-_TEXT = [(b'content-type', b'text/plain; charset=utf-8')]
-
-@patch
-async def __call__(self:MetricsCollector, scope, receive, send):
-    if scope['type'] != 'http': return
-    path = scope['path']
-    if path not in ('/metrics', '/metrics/', '/'): return await _send(send, NOT_FOUND)
-    if scope['method'] != 'GET': return await _send(send, NOT_ALLOWED)
-    try: text = self.render().encode() if path != '/' else b''
-    except Exception as e:
-        _noisy.report(exception_kind(e), f'metrics scrape failed: {exception_kind(e)}', e, 40)
-        return await _send(send, Response(500, b'{"error":"' + INTERNAL_ERROR.encode() + b'"}'))
-    await _send(send, Response(200, text, _TEXT))

@@ -4,17 +4,19 @@
 
 # %% ../nbs/12_ray_serve.ipynb #259d2642
 from __future__ import annotations
-import asyncio, json, logging, os, textwrap
+import asyncio, json, logging, os, textwrap, time
 from pathlib import Path
 
 from .server import TritonServer
+from .metrics import MetricsCollector
 from .http_server import HTTPFrontend
 from .asgi import Response, call_asgi
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'LOAD_ON_RAY', 'forward', 'cpu_bound_model', 'TritonReplica', 'deployment', 'app', 'RayTriton']
+__all__ = ['log', 'METRICS_MAX_AGE_S', 'LOAD_ON_RAY', 'forward', 'cpu_bound_model', 'relabel', 'MetricsBoard', 'TritonReplica',
+           'deployment', 'app', 'RayTriton']
 
 # %% ../nbs/12_ray_serve.ipynb #38af2e7a
 async def forward(app, scope:dict, receive):
@@ -73,6 +75,52 @@ def cpu_bound_model(repo:Path, name:str='cpu_bound', iterations:int=200_000) -> 
         '''))
     return d.parent
 
+# %% ../nbs/12_ray_serve.ipynb #ba90a7e6
+METRICS_MAX_AGE_S = 6.0   # three health checks: a replica not heard from for longer has stopped
+
+def _with_label(line:str, label:str) -> str:
+    "One sample line of the exposition format with `label` (k=\"v\") added to its labels."
+    head, _, value = line.rpartition(' ')
+    return f'{head[:-1]},{label}}} {value}' if head.endswith('}') else f'{head}{{{label}}} {value}'
+
+def relabel(texts:dict) -> str:
+    "One exposition from several replicas' ({replica: text}): each family once, every sample labelled with its replica."
+    families = {}   # family name -> [HELP/TYPE lines, samples]; in the order they first appear
+    for replica, text in sorted(texts.items()):
+        name = None
+        for line in text.splitlines():
+            if line.startswith('# '):
+                name = line.split()[2]
+                fam = families.setdefault(name, [[], []])
+                if line not in fam[0]: fam[0].append(line)
+            elif line:
+                fam = families.setdefault(name or line.split('{')[0].split()[0], [[], []])
+                fam[1].append(_with_label(line, f'replica="{replica}"') if replica else line)
+    return ''.join('\n'.join(h + s) + '\n' for h, s in families.values())
+
+# %% ../nbs/12_ray_serve.ipynb #1cd98229
+class MetricsBoard:
+    "A Ray actor holding each replica's latest Prometheus text (replica id -> (text, when))."
+    def __init__(self): self._texts = {}
+    def publish(self, replica:str, text:str): self._texts[replica] = (text, time.monotonic())
+    def remove(self, replica:str): self._texts.pop(replica, None)
+    def texts(self, max_age_s:float) -> dict:
+        now = time.monotonic()
+        return {r: t for r, (t, when) in self._texts.items() if now - when <= max_age_s}
+
+def _serve_replica_board() -> tuple:
+    "(this replica's id, its application's MetricsBoard actor) inside a Serve replica; (None, None) outside Serve."
+    try:
+        import ray
+        from ray import serve
+        ctx = serve.get_replica_context()
+    except Exception: return None, None     # no Ray, or not running in a Serve replica
+    rid = ctx.replica_id
+    app = getattr(rid.deployment_id, 'app_name', '') or 'default'
+    board = ray.remote(MetricsBoard).options(name=f'triton_mini_metrics_{app}', namespace='triton_mini', get_if_exists=True,
+                                             lifetime='detached', num_cpus=0).remote()
+    return rid.unique_id, board
+
 # %% ../nbs/12_ray_serve.ipynb #ffd3cdff
 LOAD_ON_RAY = ("on Ray Serve a repository load or unload would reach one replica only: set the models of every replica "
                "with the deployment's user_config {'models': [...]} (triton_mini.ray_serve.RayTriton.set_models, or "
@@ -84,19 +132,25 @@ def _is_repository_control(method:str, path:str) -> bool:
 
 class TritonReplica:
     "One Ray Serve replica: a TritonServer over `model_repository` and its HTTPFrontend, which answers each request."
-    def __init__(self, model_repository:str, model_control_mode:str='none', load_models=(), **server_options):
+    def __init__(self, model_repository:str, model_control_mode:str='none', load_models=(), allow_metrics:bool=True,
+                 **server_options):
         self.server = TritonServer(model_repository, model_control_mode=model_control_mode,
                                    load_models=list(load_models), **server_options)
         self.server.start()
         self.frontend = HTTPFrontend(self.server)
+        self.metrics = MetricsCollector(self.server) if allow_metrics else None
+        self.replica_id, self.board = _serve_replica_board() if allow_metrics else (None, None)
     def __repr__(self): return f'TritonReplica({self.server!r})'
 
     async def __call__(self, request):
         "Ray's proxy hands each HTTP request here (a starlette Request)."
+        from starlette.responses import Response as StarletteResponse
         if _is_repository_control(request.method, request.url.path):
-            from starlette.responses import Response as StarletteResponse
             return StarletteResponse(json.dumps({'error': LOAD_ON_RAY}).encode(), status_code=400,
                                      media_type='application/json')
+        if request.url.path.rstrip('/') == '/metrics' and self.metrics is not None:
+            if request.method != 'GET': return StarletteResponse(b'', status_code=405)
+            return StarletteResponse(await self.all_metrics(), media_type='text/plain; charset=utf-8')
         return await forward(self.frontend, request.scope, request.receive)
 
     def reconfigure(self, user_config:dict):
@@ -107,10 +161,19 @@ class TritonReplica:
         for name in sorted(want - have): self.server.load_model(name)
 
     def check_health(self):
+        "Serve calls this every `health_check_period_s` (2 s): the replica publishes its metrics to the board then."
         if not self.server.is_live(): raise RuntimeError('the TritonServer of this replica is not live')
+        if self.board is not None: self.board.publish.remote(self.replica_id, self.metrics.render())
+
+    async def all_metrics(self) -> str:
+        "Every live replica's metrics, each sample labelled with its replica (this one's rendered now)."
+        if self.board is None: return relabel({'': self.metrics.render()})
+        texts = await self.board.texts.remote(METRICS_MAX_AGE_S)
+        return relabel({**texts, self.replica_id: self.metrics.render()})
 
     def pid(self) -> int: return os.getpid()
     def __del__(self):
+        if getattr(self, 'board', None) is not None: self.board.remove.remote(self.replica_id)
         if getattr(self, 'server', None) is not None: self.server.stop(timeout=5)
 
 # %% ../nbs/12_ray_serve.ipynb #22e93573
@@ -173,5 +236,9 @@ class RayTriton:
         return serve.get_app_handle(self.name)
 
     def shutdown(self):
+        "Delete the application and its MetricsBoard (a detached actor outlives the replicas)."
+        import ray
         from ray import serve
         serve.delete(self.name)
+        try: ray.kill(ray.get_actor(f'triton_mini_metrics_{self.name}', namespace='triton_mini'))
+        except ValueError: pass      # no scrape-capable replica ever started

@@ -16,6 +16,7 @@ from .tensors import wire_from_numpy, np_dtype, serialize_byte_tensor
 from .backend import InferenceRequest as _CoreRequest
 from .response_cache import cache_from_config
 from .server import TritonServer, call_in_loop, apply_log_settings, DEFAULT_LOG_SETTINGS
+from .metrics import MetricsCollector
 
 # %% auto #0
 __all__ = ['IGNORED_OPTIONS', 'TritonError', 'UnknownError', 'InternalError', 'NotFoundError', 'InvalidArgumentError',
@@ -519,11 +520,14 @@ def _model_unloaded(self:Server, keys:list) -> bool:
 # %% ../nbs/08c_tritonserver.ipynb #e2e129e1
 @patch
 def metrics(self:Server, metric_format:MetricFormat=MetricFormat.PROMETHEUS) -> str:
-    "Not available in process here: see the error's message."
-    self.core
-    raise UnsupportedError('metrics() is not available in triton_mini.tritonserver: Prometheus text is rendered by the '
-                           'metrics front end (triton_mini.metrics.MetricsCollector(server.core).render(), or '
-                           "triton-mini's --metrics-port), which another front end may not import")
+    "The server's metrics as Prometheus text: what `GET :8002/metrics` answers."
+    core = self.core
+    if metric_format != MetricFormat.PROMETHEUS: raise InvalidArgumentError(f'unsupported metric format {metric_format}')
+    if not self.options.metrics: raise UnavailableError('metrics are disabled (Options.metrics is False)')
+    collector = getattr(self, '_collector', None)
+    if collector is None or collector.server is not core:   # one per started core: its CPU gauge measures since the last call
+        collector = self._collector = MetricsCollector(core, allow_cpu_metrics=self.options.cpu_metrics)
+    return collector.render()
 
 @patch
 def register_model_repository(self:Server, repository_path:str, name_mapping:Optional[dict]=None) -> None:
