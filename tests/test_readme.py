@@ -85,9 +85,9 @@ def test_main_story_stops_at_the_appendix(tmp_path):
     "Reading time counts the main story up to `## Appendix`/`## Hardening`; the whole notebook is shown beside it."
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-    code = new_code_cell('\n'.join(f'x{i} = {i}' for i in range(100)))     # 100 lines: 10 minutes each time
-    nb = new_notebook(cells=[new_markdown_cell('# T'), code, new_markdown_cell('## How real Triton differs'),
-                             new_markdown_cell('## Appendix: error texts'), code, new_markdown_cell('## Hardening: more'), code])
+    code = lambda: new_code_cell('\n'.join(f'x{i} = {i}' for i in range(100)))     # 100 lines: 10 minutes each time
+    nb = new_notebook(cells=[new_markdown_cell('# T'), code(), new_markdown_cell('## How real Triton differs'),
+                             new_markdown_cell('## Appendix: error texts'), code(), new_markdown_cell('## Hardening: more'), code()])
     nbformat.write(nb, tmp_path / 'x.ipynb')
     s = notebook_shape(tmp_path / 'x.ipynb')
     assert (s['main_minutes'], s['minutes'], s['code_lines']) == (10, 30, 300)
