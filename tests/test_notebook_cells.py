@@ -11,8 +11,7 @@ EXPORT = ('#| export', '#|export', '#| exporti', '#| exports')
 # (notebook, first line of the cell): checked by the docs build to run on their own
 KNOWN = {('01_tensors.ipynb', '#| hide'), ('01_tensors.ipynb', "many = [b'abcdefgh'[:i % 9] for i in range(100_000)]"),
          ('02_model_repository.ipynb', '#| hide'), ('04b_onnx_backend.ipynb', '#| hide'),
-         ('05_scheduler.ipynb', 'from collections import namedtuple'), ('08_http.ipynb', 'import sys'),
-         ('10a_main.ipynb', '#| slow'), ('index.ipynb', 'from pathlib import Path'), ('index.ipynb', 'import numpy as np'),
+         ('05_scheduler.ipynb', 'from collections import namedtuple'), ('10a_main.ipynb', '#| slow'), ('index.ipynb', 'from pathlib import Path'), ('index.ipynb', 'import numpy as np'),
          ('index.ipynb', 'import tritonclient.http as httpclient')}
 
 

@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'tools'))
 from build_readme import readme_markdown
-from notebook_index import layer_picture, notebooks, notebooks_table, unplaced_modules
+from notebook_index import layer_picture, notebook_shape, notebooks, notebooks_table, unplaced_modules
 from readme_command import readme_command
 
 README = (ROOT / 'README.md').read_text()
@@ -79,6 +79,22 @@ def test_snippets_are_valid_python():
 def test_notebook_table_is_current():
     assert readme_markdown(notebooks_table()) in README, 're-run nbs/index.ipynb (tools/nb.py run index), then tools/build_readme.py'
     for n in notebooks(): assert f'(nbs/{n["stem"]}.ipynb)' in README
+
+
+def test_main_story_stops_at_the_appendix(tmp_path):
+    "Reading time counts the main story up to `## Appendix`/`## Hardening`; the whole notebook is shown beside it."
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+    code = lambda: new_code_cell('\n'.join(f'x{i} = {i}' for i in range(100)))     # 100 lines: 10 minutes each time
+    nb = new_notebook(cells=[new_markdown_cell('# T'), code(), new_markdown_cell('## How real Triton differs'),
+                             new_markdown_cell('## Appendix: error texts'), code(), new_markdown_cell('## Hardening: more'), code()])
+    nbformat.write(nb, tmp_path / 'x.ipynb')
+    s = notebook_shape(tmp_path / 'x.ipynb')
+    assert (s['main_minutes'], s['minutes'], s['code_lines']) == (10, 30, 300)
+    nb.cells[3].source = '### Appendix inside a section'        # only a top-level heading opens the appendix
+    nb.cells[5].source = 'Hardening, said in prose'
+    nbformat.write(nb, tmp_path / 'x.ipynb')
+    assert notebook_shape(tmp_path / 'x.ipynb')['main_minutes'] == 30
 
 
 def index_layers() -> list:

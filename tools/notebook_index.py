@@ -1,7 +1,8 @@
 """The index page's two generated parts, computed from the files so they cannot drift: the table of every
 notebook (its module, what it teaches, its estimated reading time, whether it has `#| slow` cells) and the layer
 picture (which module sits in which layer). Also each notebook's shape (`--shape`): cells, code lines, the share
-of code cells that show an output, where the first output comes, and the reading time. nbs/index.ipynb loads this file with `%run -n` and calls both; tests/test_readme.py checks that README.md still shows what
+of code cells that show an output, where the first output comes, and the reading time of the main story (up to a
+`## Appendix` or `## Hardening` heading) and of the whole notebook. nbs/index.ipynb loads this file with `%run -n` and calls both; tests/test_readme.py checks that README.md still shows what
 they compute today (a renamed notebook or a new module fails there until index.ipynb is re-run).
 
     python tools/notebook_index.py            # prints the table
@@ -49,18 +50,33 @@ def _output_lines(cell) -> int:
         n += _lines(text if isinstance(text, str) else ''.join(text))
     return n
 
-def notebook_shape(path:Path) -> dict:
-    "Cells, code lines, share of shown code cells with an output, the first output's cell, reading minutes."
-    cells = nbformat.read(path, as_version=4).cells
+# The main story ends at the first top-level appendix heading: `## Appendix: ...` or `## Hardening: ...`. Only
+# what a first reading can skip goes after it (error-text fidelity, hardening, exhaustive edge cases), and
+# "How real Triton differs" comes before it, as the end of the story.
+APPENDIX = re.compile(r'^## (Appendix|Hardening)\b', re.M)
+
+def appendix_start(cells:list) -> int:
+    "Index of the cell that opens the notebook's appendix (len(cells) when it has none)."
+    return next((i for i, c in enumerate(cells) if c.cell_type == 'markdown' and APPENDIX.search(c.source)), len(cells))
+
+def _minutes(cells:list) -> float:
+    "Estimated reading minutes of `cells`: prose, the code a reader sees, and its outputs."
     code = [c for c in cells if c.cell_type == 'code' and not _hidden(c)]
-    with_output = [c for c in code if c.get('outputs')]
-    first = next((i + 1 for i, c in enumerate(cells) if c.cell_type == 'code' and not _hidden(c) and c.get('outputs')), None)
     words = sum(len(c.source.split()) for c in cells if c.cell_type == 'markdown')
-    code_lines = sum(_lines(c.source) for c in code)
-    minutes = (words / WORDS_PER_MIN + code_lines / CODE_LINES_PER_MIN
-               + sum(_output_lines(c) for c in with_output) / OUTPUT_LINES_PER_MIN)
-    return dict(stem=path.stem, cells=len(cells), code_cells=len(code), code_lines=code_lines, words=words,
-                with_output=len(with_output) / len(code) if code else 0.0, first_output=first, minutes=round(minutes))
+    return (words / WORDS_PER_MIN + sum(_lines(c.source) for c in code) / CODE_LINES_PER_MIN
+            + sum(_output_lines(c) for c in code) / OUTPUT_LINES_PER_MIN)
+
+def notebook_shape(path:Path) -> dict:
+    "Cells, code lines, share of shown code cells with an output (main story), the first output's cell, reading minutes (main story and whole)."
+    cells = nbformat.read(path, as_version=4).cells
+    main = cells[:appendix_start(cells)]
+    code = [c for c in cells if c.cell_type == 'code' and not _hidden(c)]
+    main_code = [c for c in main if c.cell_type == 'code' and not _hidden(c)]
+    first = next((i + 1 for i, c in enumerate(cells) if c.cell_type == 'code' and not _hidden(c) and c.get('outputs')), None)
+    return dict(stem=path.stem, cells=len(cells), code_cells=len(code), code_lines=sum(_lines(c.source) for c in code),
+                words=sum(len(c.source.split()) for c in cells if c.cell_type == 'markdown'),
+                with_output=sum(1 for c in main_code if c.get('outputs')) / len(main_code) if main_code else 0.0,
+                first_output=first, minutes=round(_minutes(cells)), main_minutes=round(_minutes(main)))
 
 def shape_table(nbs:Path=ROOT / 'nbs') -> str:
     "Every notebook's shape as a markdown table."
@@ -69,7 +85,7 @@ def shape_table(nbs:Path=ROOT / 'nbs') -> str:
     for p in _notebook_paths(nbs):
         s = notebook_shape(p)
         rows.append(f"| {s['stem']} | {s['cells']} | {s['code_cells']} | {s['code_lines']} | {s['words']} | "
-                    f"{s['with_output']:.0%} | {s['first_output'] or '-'} | {reading_time(s['minutes'])} |")
+                    f"{s['with_output']:.0%} | {s['first_output'] or '-'} | {story_time(s)} |")
     return Markdown('\n'.join(rows))
 
 def reading_time(minutes:int) -> str:
@@ -77,21 +93,28 @@ def reading_time(minutes:int) -> str:
     minutes = max(minutes, 1)
     return f'{minutes} min' if minutes < 60 else f'{minutes // 60} h' + (f' {minutes % 60} min' if minutes % 60 else '')
 
+def story_time(shape:dict) -> str:
+    "The main story's reading time, and the whole notebook's when an appendix follows: `40 min / 1 h 5 min`."
+    main, whole = reading_time(shape['main_minutes']), reading_time(shape['minutes'])
+    return main if main == whole else f'{main} / {whole}'
+
 def _notebook_paths(nbs:Path) -> list:
     return [p for p in sorted(Path(nbs).glob('*.ipynb')) if p.stem != 'index' and not p.name.startswith(('_', '.'))]
 
 
 def notebooks(nbs:Path=ROOT / 'nbs') -> list:
     "Every notebook of the book in reading order (file name order, as the docs sidebar), index left out."
-    return [{**notebook_info(p), 'minutes': notebook_shape(p)['minutes']} for p in _notebook_paths(nbs)]
+    return [{**notebook_shape(p), **notebook_info(p)} for p in _notebook_paths(nbs)]
 
 
 def notebooks_table(nbs:Path=ROOT / 'nbs') -> str:
-    "The markdown table of every notebook: link, module, what it teaches, reading time, its slow cells."
-    rows = ['| notebook | module | what it teaches | reading time | slow cells |', '|---|---|---|---|---|']
+    "The markdown table of every notebook: link, module, what it teaches, reading time, its shape, its slow cells."
+    rows = ['| notebook | module | what it teaches | reading time (main story / whole) | cells | code lines | main-story code cells with output | first output at cell | slow cells |',
+            '|---|---|---|---|---|---|---|---|---|']
     for n in notebooks(nbs):
         module = f"`triton_mini.{n['module']}`" if n['module'] else '(exports nothing)'
-        rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {reading_time(n['minutes'])} | {n['slow'] or ''} |")
+        rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {story_time(n)} | "
+                    f"{n['cells']} | {n['code_lines']} | {n['with_output']:.0%} | {n['first_output'] or '-'} | {n['slow'] or ''} |")
     return Markdown('\n'.join(rows))
 
 

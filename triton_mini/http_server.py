@@ -4,12 +4,10 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, base64, contextlib, inspect, functools, gc, gzip, json, logging, math, multiprocessing, os, pickle, re, socket, tempfile, threading, time, traceback, zlib
-from concurrent.futures import ProcessPoolExecutor
+import asyncio, base64, inspect, functools, gzip, json, logging, os, re, socket, tempfile, threading, time, traceback
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 import numpy as np
-import orjson
 from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
@@ -18,6 +16,9 @@ from .backend import InferenceRequest, InferenceResponse
 from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, output_bytes, classify,
                                 DEFAULT_LOG_SETTINGS, apply_log_settings)
 from .shared_memory import Placement
+from .http_hardening import (_field, parse_json, parse_deep_json, gc_paused, DEEP_JSON_BYTES, c_atoi, header_length,
+                                        inflate, _Inflater, DecodeWorker, _spill, _unpack_inputs, _pickled_slices, _NeedsServer,
+                                        _NoSharedMemory)   # 08d_http_hardening: Triton's JSON errors, bounds, the worker
 from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, RateLimitedLog, exception_kind, _noisy,
                               INTERNAL_ERROR, _quiet_uvicorn, _ClientGone, _read_body, _compress, HTTPLimits, HTTPService,
                               bind_socket, _uvicorn_config, default_max_connections, guarded_protocol, watch_disconnect, answer_lifespan)
@@ -25,74 +26,15 @@ from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, Ra
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'DEEP_JSON_BYTES', 'ROUTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'parse_json',
-           'gc_paused', 'split_parameters', 'decode_infer_request', 'c_atoi', 'header_length', 'encode_infer_response',
-           'parse_path', 'Call', 'HTTPFrontend', 'inflate', 'decode_generate', 'generate_json', 'cancel_on_disconnect',
-           'api_group', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status', 'shm_placement', 'shm_output',
-           'parse_deep_json', 'decode_in_worker', 'DecodeWorker']
+__all__ = ['log', 'ROUTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'split_parameters', 'decode_infer_request',
+           'encode_infer_response', 'parse_path', 'Call', 'HTTPFrontend', 'decode_generate', 'generate_json',
+           'cancel_on_disconnect', 'api_group', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
+           'shm_placement', 'shm_output', 'decode_in_worker']
 
 # %% ../nbs/08_http.ipynb #643ca634
 def error_response(err:TritonError, headers=None) -> Response:
     "Triton's error body for `err`, with the status its code maps to."
     return Response(err.http_status, json_dumps({'error': err.message}), headers)
-
-# %% ../nbs/08_http.ipynb #a41492b6
-_KINDS = {str: 'string', list: 'array', dict: 'object', bool: 'boolean'}
-
-def _field(obj, name:str, kind:type, required:bool=True, verb:str|None='parse'):
-    "obj[name] checked to be of JSON kind `kind` (str, list, dict, bool, 'uint'), with Triton's error text."
-    pre = f"Unable to {verb} '{name}': " if verb else ''   # some of Triton's handlers say which field, some don't
-    if not isinstance(obj, dict) or name not in obj:
-        if not required: return None
-        raise TritonError(f"{pre}attempt to access non-existing object member '{name}'", 'INTERNAL')
-    v = obj[name]
-    if kind == 'uint':
-        if type(v) is int and v >= 0: return v
-        raise TritonError(f"{pre}attempt to access JSON non-unsigned-integer as unsigned-integer", 'INTERNAL')
-    if type(v) is not kind and not (kind is dict and isinstance(v, dict)):
-        k = _KINDS[kind]
-        raise TritonError(f"{pre}attempt to access JSON non-{k} as {k}", 'INTERNAL')
-    return v
-
-# %% ../nbs/08_http.ipynb #c7391cec
-DEEP_JSON_BYTES = 256 * 1024
-
-def _too_deep(limit): return TritonError(f'JSON nesting depth exceeds maximum allowed limit ({limit})')
-
-def parse_json(body:bytes):
-    "The request body as JSON, or Triton's 500 for malformed JSON."
-    try:
-        if len(body) <= DEEP_JSON_BYTES: return orjson.loads(body)
-        with gc_paused(): return orjson.loads(body)
-    except orjson.JSONDecodeError as e: why, pos = str(e), e.pos     # not `e`: its traceback would keep this frame and the body alive
-    if len(body) <= DEEP_JSON_BYTES: return parse_deep_json(body)   # NaN/Infinity, deep nesting, rapidjson's words for errors
-    if why.startswith('depth limit'): raise _too_deep(1024)
-    if b'NaN' in body or b'Infinity' in body:      # NaN / Infinity tokens in a big body (json reads them, 3x slower than orjson)
-        try: return json.loads(body)
-        except ValueError: deep = False
-        except RecursionError: deep = True
-        if deep: raise _too_deep(1024)
-    raise TritonError(f'failed to parse the request JSON buffer: {_rapidjson_message(body, why, pos)} at {pos}', 'INTERNAL')
-
-_gc_lock, _gc_state = threading.Lock(), {'pauses': 0, 'was_enabled': True}
-
-@contextlib.contextmanager
-def gc_paused():
-    "No garbage collection meanwhile (process-wide, nestable across threads): for one big allocating C call."
-    with _gc_lock:
-        if _gc_state['pauses'] == 0: _gc_state['was_enabled'] = gc.isenabled(); gc.disable()
-        _gc_state['pauses'] += 1
-    try: yield
-    finally:
-        with _gc_lock:
-            _gc_state['pauses'] -= 1
-            if _gc_state['pauses'] == 0 and _gc_state['was_enabled']: gc.enable()
-
-def _rapidjson_message(body:bytes, why:str, pos:int) -> str:
-    "The words rapidjson (Triton's parser) uses for the most common ways a body is not JSON (from orjson's `why` at `pos`)."
-    if 'trailing' in why.lower() or 'after document' in why: return 'The document root must not be followed by other values.'
-    if body.lstrip()[:1] == b'{' and pos <= 1 and body[pos:pos + 1] not in (b'"', b'}'): return 'Missing a name for object member.'
-    return 'Invalid value.'
 
 # %% ../nbs/08_http.ipynb #640fc0cb
 _RESERVED = ('sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output')
@@ -190,23 +132,6 @@ def _output_options(doc:dict, reserved:dict, shm=None) -> dict:
         old = opts.get(name, (False, 0))
         opts[name] = old if isinstance(old, Placement) else (old[0] or b, old[1] or c)
     return opts
-
-# %% ../nbs/08_http.ipynb #c79551d1
-def c_atoi(s:bytes) -> int:
-    "What glibc's atoi makes of `s`: strtol (saturated to 64 bits), truncated to a 32-bit int."
-    m = re.match(rb'[ \t\n\v\f\r]*([+-]?)0*([0-9]*)', s)
-    sign, digits = m.groups()
-    v = int(digits) if 0 < len(digits) <= 19 else 0 if not digits else 1 << 64
-    v = min(v, (1 << 63) - 1) if sign != b'-' else -min(v, 1 << 63)
-    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
-
-def header_length(value:bytes|None, content_length:int) -> int|None:
-    "The JSON header's length from Inference-Header-Content-Length (None: no header), checked like Triton."
-    if value is None: return None
-    n = c_atoi(value)
-    if not 0 <= n <= content_length:
-        raise TritonError(f"inference header size should be in range (0, {content_length}), got: {value.decode('latin-1')}")
-    return n
 
 # %% ../nbs/08_http.ipynb #50ba1a95
 def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dict, batching:bool=True, labels=None) -> Response:
@@ -439,37 +364,6 @@ async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
     "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process (issue 26, below)."
     if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
     return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
-
-# %% ../nbs/08_http.ipynb #b777df3b
-class _Inflater:
-    "zlib inflation (gzip or zlib framing) fed in pieces, refusing more than `limit` bytes of output."
-    def __init__(self, limit:int): self.z, self.limit, self.parts, self.size = zlib.decompressobj(32 + 15), limit, [], 0
-
-    def feed(self, data):
-        while data and not self.z.eof:
-            out = self.z.decompress(data, self.limit + 1 - self.size)
-            self.parts.append(out); self.size += len(out)
-            if self.size > self.limit:
-                raise TritonError(f'Decompressed data size exceeds the maximum allowed value of {self.limit} bytes. Use --http-max-input-size to increase the limit.')
-            if not out and self.z.unconsumed_tail == data: break
-            data = self.z.unconsumed_tail
-
-def inflate(body:bytes, limit:int, piece:int=1 << 16) -> bytes:
-    "`body` inflated as Triton inflates it: up to `limit` bytes, keeping what decoded before any error."
-    if not body: raise TritonError('nothing to be decompressed')
-    inf, view = _Inflater(limit), memoryview(body)
-    for start in range(0, len(body), piece):
-        chunk, saved, kept = view[start:start + piece], inf.z.copy(), (len(inf.parts), inf.size)
-        try: inf.feed(chunk)
-        except zlib.error:           # replay this piece a byte at a time, to keep what decodes before the error
-            inf.z, inf.size = saved, kept[1]
-            del inf.parts[kept[0]:]
-            try:
-                for i in range(len(chunk)): inf.feed(chunk[i:i + 1])
-            except zlib.error: pass
-            break
-        if inf.z.eof: break
-    return b''.join(inf.parts)
 
 # %% ../nbs/08_http.ipynb #6acf842a
 _ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
@@ -766,101 +660,7 @@ def shm_output(params:dict, binary:bool, classification:int, shm) -> Placement:
     if classification: raise TritonError("Output can't set both 'shared_memory_region' and 'classification'")
     return shm_placement(params, shm)
 
-# %% ../nbs/08_http.ipynb #82893bd0
-_TOKEN = re.compile(rb'[ \t\n\r]*(?:(\[)|(\{)|(\])|(\})|(,)|(:)|("(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*")|'
-                    rb'(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null|NaN|-?Infinity)|(?=.)|\Z)', re.S)
-_OPEN_A, _OPEN_O, _CLOSE_A, _CLOSE_O, _COMMA, _COLON, _STRING, _NUMBER, _LITERAL = range(1, 10)   # token kinds: group numbers
-_LITERALS = {b'true': True, b'false': False, b'null': None, b'NaN': float('nan'), b'Infinity': float('inf'), b'-Infinity': float('-inf')}
-
-def _json_fail(what:str, pos:int):
-    raise TritonError(f'failed to parse the request JSON buffer: {what} at {pos}', 'INTERNAL')
-
-def _scalar(tok:bytes, kind:int, at:int):
-    "The value of a string, number or literal token, as rapidjson reads it."
-    try:
-        if kind == _STRING:
-            v = tok[1:-1].decode(errors='replace')      # rapidjson does not check UTF-8: read on, as it does
-            if '\\' in v: v = json.loads(f'"{v}"')
-            v.encode()             # a lone surrogate escape raises
-            return v
-        if kind == _LITERAL: return _LITERALS[tok]
-        if tok.lstrip(b'-').isdigit() and len(tok) <= 21 and -2**63 <= (i := int(tok)) < 2**64: return i
-        if math.isinf(f := float(tok)): _json_fail('Number too big to be stored in double.', at)
-        return f                   # an integer beyond 64 bits is a double in rapidjson
-    except UnicodeEncodeError: _json_fail('The surrogate pair in string is invalid.', at)
-    except ValueError: _json_fail('Invalid value.', at)
-
-# %% ../nbs/08_http.ipynb #77083b54
-_LITERAL_STARTS = {b'n': b'null', b't': b'true', b'f': b'false', b'N': b'NaN', b'I': b'Infinity'}
-_MISSING = {'key': 'Missing a name for object member.', 'firstkey': 'Missing a name for object member.',
-            ':': 'Missing a colon after a name of object member.',
-            ']': "Missing a comma or ']' after an array element.", '}': "Missing a comma or '}' after an object member."}
-
-def _unexpected(m, want, stack, body):
-    "Triton's error for a token (or the end) that cannot come next."
-    at = m.end() - len(m.group(m.lastindex)) if m.lastindex else m.end()
-    if want == 'done': _json_fail('The document root must not be followed by other values.', at)
-    if body[at:at + 1] == b'"' and want in ('value', 'first', 'key', 'firstkey'): _bad_string(body, at)
-    if want in ('value', 'first') and (lit := _LITERAL_STARTS.get(body[at:at + 1])) is not None:
-        n = next((i for i, (a, b) in enumerate(zip(body[at:], lit)) if a != b), min(len(lit), len(body) - at))   # where the word goes wrong
-        _json_fail('Invalid value.', at + n)
-    if want == 'value' and not stack and at == len(body): _json_fail('The document is empty.', at)
-    _json_fail(_MISSING.get(want, 'Invalid value.'), at)
-
-_STRING_PREFIX = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
-
-def _bad_string(body:bytes, at:int):
-    "rapidjson's error for a string that does not end well: what follows its longest good prefix."
-    p = _STRING_PREFIX.match(body, at).end()
-    c = body[p:p + 1]
-    if c in (b'', b'\0'): _json_fail('Missing a closing quotation mark in string.', p)
-    if c == b'\\': _json_fail('Incorrect hex digit after \\u escape in string.' if body[p + 1:p + 2] == b'u' else 'Invalid escape character in string.', p)
-    _json_fail('Invalid escape character in string.', p)          # a control character: rapidjson's words for it
-
-def _check_number_end(body:bytes, end:int):
-    "rapidjson's error for a number cut short: a '.' or an exponent without digits."
-    c = body[end:end + 1]
-    if c == b'.': _json_fail('Miss fraction part in number.', end + 1)
-    if c in (b'e', b'E'): _json_fail('Miss exponent in number.', end + 1 + (body[end + 1:end + 2] in (b'+', b'-')))
-
-def _step(want, kind, stack):
-    "The container a token closes (or None), and what comes next; raises for a token that cannot come next."
-    if want in ('value', 'first') and kind in (_OPEN_A, _OPEN_O):
-        stack.append([] if kind == _OPEN_A else {})
-        return None, 'first' if kind == _OPEN_A else 'firstkey'
-    if (want, kind) in (('first', _CLOSE_A), ('firstkey', _CLOSE_O), (']', _CLOSE_A), ('}', _CLOSE_O)): return stack.pop(), None
-    if want in (']', '}') and kind == _COMMA: return None, 'value' if want == ']' else 'key'
-    if want == ':' and kind == _COLON: return None, 'value'
-    raise ValueError(want)
-
-def parse_deep_json(body:bytes, max_depth:int=1 << 20):
-    "Parse JSON nested up to `max_depth` levels without recursion (NaN and Infinity allowed, as in Triton)."
-    stack, keys, want, root = [], [], 'value', None
-    for m in _TOKEN.finditer(body):
-        kind = m.lastindex
-        if want == 'done' and kind is None and m.end() == len(body): break
-        scalar = kind in (_STRING, _NUMBER, _LITERAL)
-        if want in ('key', 'firstkey') and kind == _STRING: keys.append(_scalar(m.group(kind), kind, m.start(kind))); want = ':'; continue
-        if kind == _NUMBER and want in ('value', 'first'): _check_number_end(body, m.end())
-        if scalar and want in ('value', 'first'): value = _scalar(m.group(kind), kind, m.start(kind))
-        else:
-            try: value, want = _step(want, kind, stack)
-            except ValueError: _unexpected(m, want, stack, body)
-            if len(stack) > max_depth: raise _too_deep(max_depth)
-            if value is None and want is not None: continue
-        if not stack: root, want = value, 'done'; continue
-        if type(stack[-1]) is list: stack[-1].append(value); want = ']'
-        else: stack[-1][keys.pop()] = value; want = '}'
-    return root
-
-# %% ../nbs/08_http.ipynb #fc08bd18
-class _NeedsServer(BaseException):
-    "Raised in the worker where a body needs the server process (its shared-memory registry)."
-
-class _NoSharedMemory:
-    "The worker's stand-in for the server's SharedMemoryRegistry: any use sends the body back to the server."
-    def __getattr__(self, name): raise _NeedsServer(name)
-
+# %% ../nbs/08_http.ipynb #f203f280
 def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple|None:
     "In the worker: ('ok', request with BYTES inputs packed, options), ('error', message, code), or None: decode in the server."
     if isinstance(body, str):                        # the path of the body, spilled to a file by the server
@@ -871,77 +671,11 @@ def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple
     req.inputs = {k: _pickled_slices(a) if a.dtype == object else a for k, a in req.inputs.items()}
     return 'ok', req, opts
 
-_SLICE = 1 << 15     # BYTES elements per pickle: unpickling one holds the GIL a few ms
-
-def _pickled_slices(a:np.ndarray) -> tuple:
-    "An object array as ([pickles of _SLICE elements each], shape)."
-    flat = a.ravel().tolist()
-    return [pickle.dumps(flat[i:i + _SLICE], 5) for i in range(0, len(flat), _SLICE)], list(a.shape)
-
-def _unpack_inputs(inputs:dict) -> dict:
-    "The worker's inputs as the server uses them: BYTES unpickled back into object arrays, a slice at a time."
-    out = {}
-    for k, a in inputs.items():
-        if not isinstance(a, tuple): out[k] = a; continue
-        elements = []
-        for piece in a[0]: elements += pickle.loads(piece)
-        out[k] = _object_array(elements, a[1])
-    return out
-
-# %% ../nbs/08_http.ipynb #4d2a7136
-class DecodeWorker:
-    "A process that runs decoding functions for the HTTP front end: started on first use, replaced when it dies."
-    def __init__(self, max_tasks:int=50):
-        self.max_tasks, self.pool, self.tasks, self.lock = max_tasks, None, 0, threading.Lock()
-
-    def __repr__(self): return f'DecodeWorker({"running" if self.pool else "not started"})'
-
-    def _submit(self, f, *args):
-        old = None
-        with self.lock:          # submit under the lock: no other call can retire this pool in between
-            if self.pool is None or self.tasks >= self.max_tasks:
-                ctx = multiprocessing.get_context('forkserver')
-                ctx.set_forkserver_preload(['triton_mini.http_server'])
-                old, self.pool, self.tasks = self.pool, ProcessPoolExecutor(1, mp_context=ctx), 0
-            pool = self.pool; self.tasks += 1
-            try: fut = pool.submit(f, *args)
-            except BrokenProcessPool: fut = None
-        if old is not None: old.shutdown(wait=False)      # it finishes what it has, then exits
-        if fut is None: self._drop(pool); raise BrokenProcessPool('the decoding process exited')
-        return pool, fut
-
-    def _drop(self, pool):
-        with self.lock:
-            if self.pool is pool: self.pool = None
-        pool.shutdown(wait=False, cancel_futures=True)
-
-    async def run(self, f, *args):
-        "`f(*args)` in the worker process (`f` importable by name); BrokenProcessPool when the worker died."
-        pool, fut = await asyncio.to_thread(self._submit, f, *args)
-        try: return await asyncio.wrap_future(fut)
-        except BrokenProcessPool: self._drop(pool); raise
-
-    def close(self):
-        "Stop the worker (waiting for the body it is decoding)."
-        with self.lock: pool, self.pool = self.pool, None
-        if pool is not None: pool.shutdown(wait=True, cancel_futures=True)
-
-# %% ../nbs/08_http.ipynb #2ae67555
-def _spill(body:bytes) -> str|None:
-    "`body` in a temporary file (written by the kernel, without the GIL), or None when it cannot be written."
-    fd, path = tempfile.mkstemp(prefix='triton_mini_body_')
-    try:
-        with open(fd, 'wb', buffering=0) as f:
-            view, done = memoryview(body), 0
-            while done < len(view): done += f.write(view[done:])
-        return path
-    except OSError:
-        os.unlink(path); return None
-
+# %% ../nbs/08_http.ipynb #55e5818a
 @patch
 async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
     "`decode_infer_request` for a big body: in the worker process, or here when the worker cannot."
-    if self.json_worker is None: self.json_worker = DecodeWorker()
+    if self.json_worker is None: self.json_worker = DecodeWorker(preload=['triton_mini.http_server'])
     path = await asyncio.to_thread(_spill, body)
     try: out = await self.json_worker.run(decode_in_worker, name, version, path or body, n)
     except BrokenProcessPool:
