@@ -546,15 +546,6 @@ def _json_scalar(f:ProtoField, v, cls):
     if f.scalar in ('int64', 'uint64') and (cls, f.attr) in _JSON_STRING_INT64: return str(v)
     return v
 
-# %% ../nbs/00a_model_config.ipynb #41aa29c0
-def _json_float(x:float):
-    "A float32 field the way Triton's JSON shows it: int if protobuf printed no '.', 'e'; else a float; or a string."
-    if math.isnan(x): return 'NaN'
-    if math.isinf(x): return 'Infinity' if x > 0 else '-Infinity'
-    s = '%.6g' % x
-    if to_float32(float(s)) != x: s = '%.9g' % x
-    return int(s) if re.fullmatch(r'-?\d+', s) else float(s)
-
 # %% ../nbs/00a_model_config.ipynb #1a9d8ee2
 def _to_dict(msg:_Message) -> dict:
     "Triton's JSON view of `msg` as Python values."
@@ -577,6 +568,25 @@ _JSON_ESCAPES = {'"': '\\"', '\\': '\\\\', '\b': '\\b', '\f': '\\f', '\n': '\\n'
 def _json_str(s:str) -> str:
     return '"' + ''.join(_JSON_ESCAPES.get(c) or (f'\\u{ord(c):04X}' if c < ' ' else c) for c in s) + '"'
 
+# %% ../nbs/00a_model_config.ipynb #8ad411f6
+def _dump_json(v) -> str:
+    "Compact JSON text the way Triton writes it."
+    if isinstance(v, dict): return '{' + ','.join(f'{_json_str(k)}:{_dump_json(x)}' for k, x in v.items()) + '}'
+    if isinstance(v, list): return '[' + ','.join(_dump_json(x) for x in v) + ']'
+    if isinstance(v, str): return _json_str(v)
+    if v is True or v is False: return 'true' if v else 'false'
+    if isinstance(v, float): return _json_double(v)
+    return str(v)
+
+# %% ../nbs/00a_model_config.ipynb #41aa29c0
+def _json_float(x:float):
+    "A float32 field the way Triton's JSON shows it: int if protobuf printed no '.', 'e'; else a float; or a string."
+    if math.isnan(x): return 'NaN'
+    if math.isinf(x): return 'Infinity' if x > 0 else '-Infinity'
+    s = '%.6g' % x
+    if to_float32(float(s)) != x: s = '%.9g' % x
+    return int(s) if re.fullmatch(r'-?\d+', s) else float(s)
+
 # %% ../nbs/00a_model_config.ipynb #571c9a3d
 def _json_double(x:float) -> str:
     "rapidjson's `Writer::Double`: shortest digits, then its 'Prettify' layout."
@@ -598,16 +608,6 @@ def _shortest(x:float) -> tuple:
     digits = (whole + frac).lstrip('0')
     exp = int(e) + len(whole) - 1 - (len(whole + frac) - len((whole + frac).lstrip('0')))
     return digits.rstrip('0') or '0', exp
-
-# %% ../nbs/00a_model_config.ipynb #8ad411f6
-def _dump_json(v) -> str:
-    "Compact JSON text the way Triton writes it."
-    if isinstance(v, dict): return '{' + ','.join(f'{_json_str(k)}:{_dump_json(x)}' for k, x in v.items()) + '}'
-    if isinstance(v, list): return '[' + ','.join(_dump_json(x) for x in v) + ']'
-    if isinstance(v, str): return _json_str(v)
-    if v is True or v is False: return 'true' if v else 'false'
-    if isinstance(v, float): return _json_double(v)
-    return str(v)
 
 # %% ../nbs/00a_model_config.ipynb #86c299ce
 def _loads_json(s:str|bytes):

@@ -17,10 +17,10 @@ from .tensors import TritonError
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'model_path',
-           'config_paths', 'check_config_paths', 'op_library_path', 'find_models', 'version_dirs', 'select_versions',
-           'config_file', 'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry',
-           'ModelRepository', 'model_fingerprint', 'dependencies', 'remove_tree']
+__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'find_models',
+           'version_dirs', 'select_versions', 'config_file', 'read_model_config', 'reason_text', 'ModelLoadError',
+           'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint', 'dependencies', 'model_path',
+           'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -37,43 +37,6 @@ def _safe_dir_name(name:str) -> bool:
     "Whether a folder found in a repository may serve as a model (an unsafe one is logged and skipped)."
     try: check_model_name(name); return True
     except TritonError as e: log.error(f"failed to poll model directory '{name}': {e.message}"); return False
-
-# %% ../nbs/02_model_repository.ipynb #00ad0a1f
-def model_path(model_dir:Path, *parts:str, what:str='path') -> Path:
-    "`model_dir/parts...` resolved (symlinks too); refuses with INVALID_ARG a path that leaves the model folder."
-    joined = os.path.join(str(model_dir), *(str(p).lstrip('/') for p in parts))
-    if '\x00' in joined: raise TritonError(f"Invalid {what}: a path must not contain a NUL character", 'INVALID_ARG')
-    try: base, target = os.path.realpath(model_dir), os.path.realpath(joined)
-    except (OSError, RuntimeError, ValueError) as e: raise TritonError(f'Invalid {what}: {e}', 'INVALID_ARG') from None
-    if target != base and not target.startswith(base.rstrip('/') + '/'):
-        raise TritonError(f"Invalid {what} with normalized path '{target}' must stay within model directory.", 'INVALID_ARG')
-    return Path(target)
-
-# %% ../nbs/02_model_repository.ipynb #6dc80329
-def config_paths(cfg:ModelConfig, version:int) -> list:
-    "(what, path parts under the model folder) for every file `cfg` names for `version`."
-    v, out = str(version), []
-    if cfg.default_model_filename: out.append((f"default_model_filename '{cfg.default_model_filename}'", (v, cfg.default_model_filename)))
-    for cc, f in sorted(cfg.cc_model_filenames.items()): out.append((f"cc_model_filenames '{f}' for '{cc}'", (v, f)))
-    for o in cfg.output:
-        if o.label_filename: out.append((f"label_filename '{o.label_filename}' of output '{o.name}'", (o.label_filename,)))
-    for w in cfg.model_warmup:
-        for name, i in w.inputs.items():
-            if i.input_data_file: out.append((f"input_data_file '{i.input_data_file}' of warmup '{w.name}' input '{name}'", ('warmup', i.input_data_file)))
-    for s in (cfg.sequence_batching.state if cfg.sequence_batching else []):
-        for init in s.initial_state:
-            if init.data_file: out.append((f"data_file '{init.data_file}' of state '{s.input_name}'", ('initial_state', init.data_file)))
-    return out
-
-def check_config_paths(cfg:ModelConfig, model_dir:Path, version:int):
-    "Refuse a config that names a file outside its model folder (see `model_path`)."
-    for what, parts in config_paths(cfg, version): model_path(model_dir, *parts, what=what)
-    for f in (cfg.model_operations.op_library_filename if cfg.model_operations else []): op_library_path(model_dir, f)
-
-def op_library_path(model_dir:Path, filename:str) -> Path:
-    "A custom-op library (`model_operations`): absolute, or relative to the model folder; either way inside it."
-    target = filename if os.path.isabs(filename) else os.path.join(str(model_dir), filename)
-    return model_path(model_dir, os.path.relpath(target, model_dir), what=f"op_library_filename '{filename}'")
 
 # %% ../nbs/02_model_repository.ipynb #e5f0335e
 def find_models(paths:list) -> dict:
@@ -424,7 +387,8 @@ def load_model(self:ModelRepository, name:str, config:str|None=None, files:dict|
     check_model_name(name)                   # before anything touches the disk
     with self._lock:
         try: self._load_named(name, config, files)
-        finally: self._sweep_overrides()
+        finally:
+            if self._override_roots: self._sweep_overrides()
 
 @patch
 def _load_named(self:ModelRepository, name:str, config, files):
@@ -443,6 +407,117 @@ def _load_named(self:ModelRepository, name:str, config, files):
     for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
         self._load_entry(self.models[dep])
     self._load_entry(entry)
+
+# %% ../nbs/02_model_repository.ipynb #65d1b2b2
+@patch
+def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
+    "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
+    self._check_explicit()
+    with self._lock:
+        config = self.models[name].config if name in self.models else None
+        self._unload(name, unload_dependents, wait)
+        if name in self.models: self.models[name].explicit = False
+        if unload_dependents: self._unload_composing(config, wait)
+        if self._override_roots: self._sweep_overrides()
+
+@patch
+def _unload_composing(self:ModelRepository, config, wait:bool=False):
+    "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
+    for dep in dependencies(config):
+        e = self.models.get(dep)
+        if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
+        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
+        if users: continue
+        self._unload(dep, False, wait)
+        self._unload_composing(e.config, wait)
+
+@patch
+def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
+    e = self.models.get(name)
+    if e is None: return
+    for v, st in list(e.versions.items()):
+        if st.state == READY: self._retire(e, v, st, wait=wait)
+    for other in self.models.values():
+        if other.name != name and name in dependencies(other.config) and any(s.state == READY for s in other.versions.values()):
+            self._unload(other.name, unload_dependents, wait)
+    if drop:
+        if e.versions: self._gone.add(name)
+        del self.models[name]
+    self._publish()
+
+# %% ../nbs/02_model_repository.ipynb #1573cee7
+@patch
+def poll(self:ModelRepository) -> dict:
+    "One rescan (poll mode): load new and changed models, unload removed ones; returns {name: error}."
+    with self._lock:
+        found, errors = self._scan(), {}
+        for name in [n for n in self.models if n not in found]: self._unload(name, drop=True)
+        changed = [n for n, e in self.models.items() if model_fingerprint(e.model_dir) != e.fingerprint]
+        for n in self._load_order(changed):
+            try: self._load_entry(self.models[n])
+            except TritonError as e: errors[n] = e.message
+        return errors
+
+# %% ../nbs/02_model_repository.ipynb #c426ca57
+@patch
+def start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Event:
+    "Poll every `interval_s` seconds in a daemon thread until the returned event is set."
+    stop = threading.Event()
+    def loop():
+        while not stop.wait(interval_s):
+            try: self.poll()
+            except Exception: log.exception('repository poll failed')
+    threading.Thread(target=loop, name='triton_mini:poll', daemon=True).start()
+    return stop
+
+# %% ../nbs/02_model_repository.ipynb #81090d03
+@patch
+def unload_all(self:ModelRepository, timeout:float|None=None) -> list:
+    "Unload every model at once, waiting at most `timeout` s in all; returns [(name, version, handle)] that did not finish cleanly."
+    with self._lock:
+        retiring = [(e, v, st.handle) for e in self.models.values() for v, st in e.versions.items() if st.state == READY]
+        for _, _, h in retiring:
+            if timeout is not None and hasattr(h, 'unload_timeout'): h.unload_timeout = timeout
+        for name in list(self.models): self._unload(name)
+    self.wait_for_unloads(None if timeout is None else timeout + 0.5)
+    return [(e.name, v, h) for e, v, h in retiring if getattr(h, 'abandoned', None) or e.versions.get(v) and e.versions[v].state == UNLOADING]
+
+# %% ../nbs/02_model_repository.ipynb #00ad0a1f
+def model_path(model_dir:Path, *parts:str, what:str='path') -> Path:
+    "`model_dir/parts...` resolved (symlinks too); refuses with INVALID_ARG a path that leaves the model folder."
+    joined = os.path.join(str(model_dir), *(str(p).lstrip('/') for p in parts))
+    if '\x00' in joined: raise TritonError(f"Invalid {what}: a path must not contain a NUL character", 'INVALID_ARG')
+    try: base, target = os.path.realpath(model_dir), os.path.realpath(joined)
+    except (OSError, RuntimeError, ValueError) as e: raise TritonError(f'Invalid {what}: {e}', 'INVALID_ARG') from None
+    if target != base and not target.startswith(base.rstrip('/') + '/'):
+        raise TritonError(f"Invalid {what} with normalized path '{target}' must stay within model directory.", 'INVALID_ARG')
+    return Path(target)
+
+# %% ../nbs/02_model_repository.ipynb #6dc80329
+def config_paths(cfg:ModelConfig, version:int) -> list:
+    "(what, path parts under the model folder) for every file `cfg` names for `version`."
+    v, out = str(version), []
+    if cfg.default_model_filename: out.append((f"default_model_filename '{cfg.default_model_filename}'", (v, cfg.default_model_filename)))
+    for cc, f in sorted(cfg.cc_model_filenames.items()): out.append((f"cc_model_filenames '{f}' for '{cc}'", (v, f)))
+    for o in cfg.output:
+        if o.label_filename: out.append((f"label_filename '{o.label_filename}' of output '{o.name}'", (o.label_filename,)))
+    for w in cfg.model_warmup:
+        for name, i in w.inputs.items():
+            if i.input_data_file: out.append((f"input_data_file '{i.input_data_file}' of warmup '{w.name}' input '{name}'", ('warmup', i.input_data_file)))
+    for s in (cfg.sequence_batching.state if cfg.sequence_batching else []):
+        for init in s.initial_state:
+            if init.data_file: out.append((f"data_file '{init.data_file}' of state '{s.input_name}'", ('initial_state', init.data_file)))
+    return out
+
+def check_config_paths(cfg:ModelConfig, model_dir:Path, version:int):
+    "Refuse a config that names a file outside its model folder (see `model_path`)."
+    for what, parts in config_paths(cfg, version): model_path(model_dir, *parts, what=what)
+    for f in (cfg.model_operations.op_library_filename if cfg.model_operations else []): op_library_path(model_dir, f)
+
+def op_library_path(model_dir:Path, filename:str) -> Path:
+    "A custom-op library (`model_operations`): absolute, or relative to the model folder; either way inside it."
+    target = filename if os.path.isabs(filename) else os.path.join(str(model_dir), filename)
+    return model_path(model_dir, os.path.relpath(target, model_dir), what=f"op_library_filename '{filename}'")
 
 # %% ../nbs/02_model_repository.ipynb #70d32dc9
 OVERRIDE_PREFIX = 'triton_mini_override_'
@@ -510,77 +585,3 @@ def _sweep_soon(self:ModelRepository):
 def remove_overrides(self:ModelRepository):
     "Remove every override directory (server stop, after the models are unloaded)."
     for tmp in list(self._override_roots): remove_tree(tmp); self._override_roots.discard(tmp)
-
-# %% ../nbs/02_model_repository.ipynb #23de69fb
-@patch
-def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
-    "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
-    self._check_explicit()
-    with self._lock:
-        config = self.models[name].config if name in self.models else None
-        self._unload(name, unload_dependents, wait)
-        if name in self.models: self.models[name].explicit = False
-        if unload_dependents: self._unload_composing(config, wait)
-        self._sweep_overrides()
-
-@patch
-def _unload_composing(self:ModelRepository, config, wait:bool=False):
-    "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
-    for dep in dependencies(config):
-        e = self.models.get(dep)
-        if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
-        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
-        if users: continue
-        self._unload(dep, False, wait)
-        self._unload_composing(e.config, wait)
-
-@patch
-def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
-    e = self.models.get(name)
-    if e is None: return
-    for v, st in list(e.versions.items()):
-        if st.state == READY: self._retire(e, v, st, wait=wait)
-    for other in self.models.values():
-        if other.name != name and name in dependencies(other.config) and any(s.state == READY for s in other.versions.values()):
-            self._unload(other.name, unload_dependents, wait)
-    if drop:
-        if e.versions: self._gone.add(name)
-        del self.models[name]
-    self._publish()
-
-# %% ../nbs/02_model_repository.ipynb #1573cee7
-@patch
-def poll(self:ModelRepository) -> dict:
-    "One rescan (poll mode): load new and changed models, unload removed ones; returns {name: error}."
-    with self._lock:
-        found, errors = self._scan(), {}
-        for name in [n for n in self.models if n not in found]: self._unload(name, drop=True)
-        changed = [n for n, e in self.models.items() if model_fingerprint(e.model_dir) != e.fingerprint]
-        for n in self._load_order(changed):
-            try: self._load_entry(self.models[n])
-            except TritonError as e: errors[n] = e.message
-        return errors
-
-# %% ../nbs/02_model_repository.ipynb #c426ca57
-@patch
-def start_polling(self:ModelRepository, interval_s:float=15.0) -> threading.Event:
-    "Poll every `interval_s` seconds in a daemon thread until the returned event is set."
-    stop = threading.Event()
-    def loop():
-        while not stop.wait(interval_s):
-            try: self.poll()
-            except Exception: log.exception('repository poll failed')
-    threading.Thread(target=loop, name='triton_mini:poll', daemon=True).start()
-    return stop
-
-# %% ../nbs/02_model_repository.ipynb #81090d03
-@patch
-def unload_all(self:ModelRepository, timeout:float|None=None) -> list:
-    "Unload every model at once, waiting at most `timeout` s in all; returns [(name, version, handle)] that did not finish cleanly."
-    with self._lock:
-        retiring = [(e, v, st.handle) for e in self.models.values() for v, st in e.versions.items() if st.state == READY]
-        for _, _, h in retiring:
-            if timeout is not None and hasattr(h, 'unload_timeout'): h.unload_timeout = timeout
-        for name in list(self.models): self._unload(name)
-    self.wait_for_unloads(None if timeout is None else timeout + 0.5)
-    return [(e.name, v, h) for e, v, h in retiring if getattr(h, 'abandoned', None) or e.versions.get(v) and e.versions[v].state == UNLOADING]
