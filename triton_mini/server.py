@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, importlib, logging, os, threading, time
+import asyncio, functools, importlib, logging, os, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -28,10 +28,10 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS', 'COMPOSITION_ROOT',
-           'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class', 'check_runtime',
-           'read_labels', 'check_correlation_id', 'call_in_loop', 'Completions', 'completions', 'off_loop', 'run_loop',
-           'output_bytes', 'classify', 'apply_log_settings']
+__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'BATCH_COMPLETIONS', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS',
+           'COMPOSITION_ROOT', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class',
+           'check_runtime', 'read_labels', 'check_correlation_id', 'call_in_loop', 'Completions', 'completions',
+           'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -466,6 +466,8 @@ class Completions:
         with self.lock: items, self.items = self.items, []
         for fut, resp in items: _resolve(fut, resp)
 
+BATCH_COMPLETIONS = False   # off: with 256 KB binary outputs at c=64 it measured 0.75x (bench/results/2026-12-05-identity.md)
+
 def completions(loop) -> Completions:
     "The loop's Completions (one per loop, made on first use)."
     c = getattr(loop, '_triton_mini_completions', None)
@@ -475,8 +477,9 @@ def completions(loop) -> Completions:
 @patch
 def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     "Submit `req` from asyncio code: (the model version it went to, a future of its final response)."
-    fut = asyncio.get_running_loop().create_future()
-    put = completions(fut.get_loop()).put
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    put = completions(loop).put if BATCH_COMPLETIONS else functools.partial(call_in_loop, loop, _resolve)
     def done(r, resp, final):
         if final: put(fut, resp)
     req.response_callback = done
