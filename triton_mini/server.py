@@ -466,7 +466,7 @@ class Completions:
         with self.lock: items, self.items = self.items, []
         for fut, resp in items: _resolve(fut, resp)
 
-BATCH_COMPLETIONS = False   # off: with 256 KB binary outputs at c=64 it measured 0.75x (bench/results/2026-12-05-identity.md)
+BATCH_COMPLETIONS = False   # off until it is measured alone (bench/results/2026-12-05-identity.md)
 
 def completions(loop) -> Completions:
     "The loop's Completions (one per loop, made on first use)."
