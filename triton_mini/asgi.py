@@ -14,8 +14,8 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'answer_lifespan', 'call_asgi',
-           'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'Response', 'answer_lifespan',
+           'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
            'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
@@ -236,7 +236,7 @@ def on_headers_complete(self:ConnectionGuard):
     self._body_end = self.loop.time() + self.limits.body_total_timeout
     self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)
     super(ConnectionGuard, self).on_headers_complete()
-    if self.cycle is not None and self.scope['method'] != 'HEAD': self.cycle.transport = OneWrite(self.transport)   # below
+    if ONE_WRITE and self.cycle is not None and self.scope['method'] != 'HEAD': self.cycle.transport = OneWrite(self.transport)   # below
 
 @patch
 def on_body(self:ConnectionGuard, body):
@@ -264,6 +264,8 @@ def send_400_response(self:ConnectionGuard, msg:str):
     self.transport.close()
 
 # %% ../nbs/07a_asgi.ipynb #e1357208
+ONE_WRITE = False   # off: 256 KB binary at c=64 measured 0.73x with it (bench/results/2026-12-05-identity.md), not yet explained
+
 class OneWrite:
     "A transport that joins a response head with the body written after it (one syscall, one TCP segment)."
     __slots__ = ('transport', 'head')
