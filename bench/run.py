@@ -29,6 +29,18 @@ def body_for(model:str) -> str:
     n = 16 if model == 'identity' else 64
     return json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, n], 'datatype': 'FP32', 'data': [float(i % 7) for i in range(n)]}]})
 BODY = body_for(MODEL)
+# --workload: what wrk POSTs. small: the model's JSON body above; json256k / binary256k: a 256 KB FP32 tensor
+# ([1, 65536]) to identity_big as JSON `data`, or as a binary part with the output asked for binary too.
+WORKLOAD = 'small'
+BIG = 65536
+def big_json() -> str:
+    return json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, BIG], 'datatype': 'FP32', 'data': [float(i % 7) for i in range(BIG)]}]})
+def big_binary() -> tuple:
+    "(body, header length): the JSON header, then the raw little-endian FP32 bytes."
+    import struct
+    head = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, BIG], 'datatype': 'FP32', 'parameters': {'binary_data_size': 4 * BIG}}],
+                       'outputs': [{'name': 'OUTPUT0', 'parameters': {'binary_data': True}}]}).encode()
+    return head + struct.pack(f'<{BIG}f', *(float(i % 7) for i in range(BIG))), len(head)
 NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment'}
 EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
@@ -36,8 +48,10 @@ MINI_FLAGS = []        # --mini-flags: more flags for triton-mini (and the exper
 
 LUA = '''
 wrk.method = "POST"
-wrk.body = [[%s]]
-wrk.headers["Content-Type"] = "application/json"
+local f = io.open("%s", "rb")
+wrk.body = f:read("*a")
+f:close()
+%s
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('BENCH {"requests": %%d, "duration_us": %%d, "p50_us": %%.1f, "p99_us": %%.1f, ' ..
@@ -114,7 +128,7 @@ class Server:
         self.pinned = pin_tree(self.proc.pid, core)
         status, body = http(self.port, f'/v2/models/{MODEL}/infer', BODY.encode())
         out = json.loads(body)['outputs'][0] if status == 200 else None
-        expected = json.loads(BODY)['inputs'][0]['data'] if MODEL == 'identity' else None   # the MLP: 10 numbers
+        expected = json.loads(BODY)['inputs'][0]['data'] if MODEL in ('identity', 'identity_big') else None   # the MLP: 10 numbers
         if out is None or (out['data'] != expected if expected else len(out['data']) != 10):
             self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
 
@@ -169,8 +183,10 @@ def median(results, kind, c, key): return statistics.median(r[key] for r in resu
 
 def report(args, results, load_before, load_after) -> str:
     lines = [f'# Benchmark {datetime.datetime.now():%Y-%m-%d %H:%M}', '',
-             (f'identity Python model, FP32 [1,16]' if MODEL == 'identity' else f'`{MODEL}` (numpy MLP 64-256-256-10), FP32 [1,64]')
-             + f' JSON infer; each server pinned to core {args.server_core}, wrk (1 thread) '
+             (f'identity Python model, FP32 [1,16]' if MODEL == 'identity' else
+              f'identity_big, FP32 [1,{BIG}] (256 KB) as ' + ('JSON' if WORKLOAD == 'json256k' else 'binary input and output') if MODEL == 'identity_big'
+              else f'`{MODEL}` (numpy MLP 64-256-256-10), FP32 [1,64]')
+             + f' {"" if WORKLOAD == "binary256k" else "JSON "}infer; each server pinned to core {args.server_core}, wrk (1 thread) '
              f'to core {args.client_core}; {args.rounds} interleaved round(s) of {args.duration:g} s per concurrency after a '
              f'{args.warmup:g} s warm-up; medians over rounds.', '',
              f'Machine: {os.cpu_count()} cores, {cpu_model()}; load average (1 min) {load_before:.2f} before, '
@@ -291,11 +307,21 @@ def main(argv=None):
                    'interleaved with the others and reported as ratios to triton-mini (before/after in one run)')
     p.add_argument('--model', default='identity', choices=('identity', 'mlp', 'mlp_batched', 'mlp_adaptive'),
                    help='the model of bench/repo to load (identity; a numpy MLP unbatched, dynamically batched, or with adaptive_queue_delay)')
+    p.add_argument('--workload', default='small', choices=('small', 'json256k', 'binary256k'),
+                   help="small: the model's own JSON body; json256k / binary256k: a 256 KB FP32 tensor to identity_big, "
+                   'as JSON data or as binary input and output')
     p.add_argument('--mini-flags', default='', metavar='FLAGS', help='more flags for triton-mini and the experiment, '
                    "one string: --mini-flags='--python-backend-mode=process'")
     args = p.parse_args(argv)
     global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MODEL, BODY
-    MODEL, BODY = args.model, body_for(args.model)
+    global WORKLOAD, WIRE_BODY, WIRE_HEADERS
+    WORKLOAD = args.workload
+    if WORKLOAD == 'small': MODEL, BODY = args.model, body_for(args.model)
+    else: MODEL, BODY = 'identity_big', big_json()
+    WIRE_BODY, WIRE_HEADERS = BODY.encode(), 'wrk.headers["Content-Type"] = "application/json"'
+    if WORKLOAD == 'binary256k':
+        WIRE_BODY, n = big_binary()
+        WIRE_HEADERS = f'wrk.headers["Content-Type"] = "application/octet-stream"\nwrk.headers["Inference-Header-Content-Length"] = "{n}"'
     MINI_FLAGS = args.mini_flags.split()
     if args.exp_launcher:
         EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
@@ -313,14 +339,15 @@ def main(argv=None):
         repo = work / 'repo'
         shutil.copytree(HERE / 'repo', repo)
         script = work / 'infer.lua'
-        script.write_text(LUA % BODY)
+        (work / 'body').write_bytes(WIRE_BODY)
+        script.write_text(LUA % (work / 'body', WIRE_HEADERS))
         if args.rounds > 0:
             before = os.getloadavg()[0]
             results = run(args, work, repo, script)
             text = report(args, results, before, os.getloadavg()[0])
             print('\n' + text.split('<details>')[0])
             if not args.no_save:
-                (out := result_path('' if MODEL == 'identity' else f'-{MODEL}')).parent.mkdir(exist_ok=True)
+                (out := result_path('' if MODEL == 'identity' else f'-{WORKLOAD if WORKLOAD != "small" else MODEL}')).parent.mkdir(exist_ok=True)
                 out.write_text(text); print(f'written to {out.relative_to(ROOT)}')
         if args.profile:
             text = profile(args, work, repo, script)

@@ -14,9 +14,9 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'HEALTH_SPARE', 'Response', 'answer_lifespan', 'call_asgi',
-           'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
-           'ConnectionGuard', 'guarded_protocol', 'bind_socket', 'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'Response', 'answer_lifespan',
+           'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
+           'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket', 'HTTPService']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -236,6 +236,7 @@ def on_headers_complete(self:ConnectionGuard):
     self._body_end = self.loop.time() + self.limits.body_total_timeout
     self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)
     super(ConnectionGuard, self).on_headers_complete()
+    if ONE_WRITE and self.cycle is not None and self.scope['method'] != 'HEAD': self.cycle.transport = OneWrite(self.transport)   # below
 
 @patch
 def on_body(self:ConnectionGuard, body):
@@ -261,6 +262,30 @@ def send_400_response(self:ConnectionGuard, msg:str):
     else: data = _raw_response('400 Bad Request', msg)
     self.transport.write(data)
     self.transport.close()
+
+# %% ../nbs/07a_asgi.ipynb #e1357208
+ONE_WRITE = False   # off: 256 KB binary at c=64 measured 0.73x with it (bench/results/2026-12-05-identity.md), not yet explained
+
+class OneWrite:
+    "A transport that joins a response head with the body written after it (one syscall, one TCP segment)."
+    __slots__ = ('transport', 'head')
+    def __init__(self, transport): self.transport, self.head = transport, None
+
+    def write(self, data):
+        head = self.head
+        if head is not None:
+            self.head = None
+            if len(data) <= 65536: return self.transport.write(head + data)
+            self.transport.write(head)
+        elif data[:9] == b'HTTP/1.1 ' and data[9:10] != b'1' and data.endswith(b'\r\n\r\n'):
+            self.head = data; return
+        self.transport.write(data)
+
+    def close(self):
+        if self.head is not None: self.transport.write(self.head); self.head = None
+        self.transport.close()
+
+    def __getattr__(self, name): return getattr(self.transport, name)
 
 # %% ../nbs/07a_asgi.ipynb #3bf519ad
 _SWEEP_SECS = 0.5

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from fastcore.basics import patch
 
-from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_dumps, from_binary, to_binary,
+from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_data, json_dumps, from_binary, to_binary,
                                  wire_from_numpy, element_count, request_prefix, config_to_wire, _object_array)
 from .backend import InferenceRequest, InferenceResponse
 from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, output_bytes, classify,
@@ -151,7 +151,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
             blob = to_binary(arr, datatype)
             entry['parameters'] = {'binary_data_size': len(blob) if isinstance(blob, bytes) else blob.nbytes}
             blobs.append(blob)
-        else: entry['data'] = to_json_data(arr, datatype)
+        else: entry['data'] = json_data(arr, datatype)   # numbers: written from the array (01_tensors)
         outputs.append(entry)
     doc = {'id': req.id} if req.id else {}
     doc['model_name'], doc['model_version'] = req.model_name, str(req.model_version)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, importlib, logging, os, threading, time
+import asyncio, functools, importlib, logging, os, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -28,10 +28,10 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS', 'COMPOSITION_ROOT',
-           'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class', 'check_runtime',
-           'read_labels', 'check_correlation_id', 'call_in_loop', 'off_loop', 'run_loop', 'output_bytes', 'classify',
-           'apply_log_settings']
+__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'BATCH_COMPLETIONS', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS',
+           'COMPOSITION_ROOT', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class',
+           'check_runtime', 'read_labels', 'check_correlation_id', 'call_in_loop', 'Completions', 'completions',
+           'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -452,13 +452,36 @@ async def stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
 def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
+class Completions:
+    "Final responses crossing from worker threads to one event loop: one wake-up of the loop for all that arrive meanwhile."
+    def __init__(self, loop): self.loop, self.items, self.lock = loop, [], threading.Lock()
+
+    def put(self, fut, resp):
+        with self.lock:
+            self.items.append((fut, resp))
+            if len(self.items) > 1: return       # a wake-up is on its way; it will take this one too
+        call_in_loop(self.loop, self._drain)
+
+    def _drain(self):
+        with self.lock: items, self.items = self.items, []
+        for fut, resp in items: _resolve(fut, resp)
+
+BATCH_COMPLETIONS = False   # off until it is measured alone (bench/results/2026-12-05-identity.md)
+
+def completions(loop) -> Completions:
+    "The loop's Completions (one per loop, made on first use)."
+    c = getattr(loop, '_triton_mini_completions', None)
+    if c is None: c = loop._triton_mini_completions = Completions(loop)
+    return c
+
 @patch
 def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     "Submit `req` from asyncio code: (the model version it went to, a future of its final response)."
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
+    put = completions(loop).put if BATCH_COMPLETIONS else functools.partial(call_in_loop, loop, _resolve)
     def done(r, resp, final):
-        if final: call_in_loop(loop, _resolve, fut, resp)
+        if final: put(fut, resp)
     req.response_callback = done
     return self.submit(req), fut
 

@@ -245,9 +245,8 @@ def submitted(self:TraceManager, req):
     deliver = req.response_callback
     def traced(r, resp, final):
         if resp is not None and trace.protocol: trace.stamp('INFER_RESPONSE_COMPLETE')   # a front end's event in Triton
-        if final: trace.stamp('REQUEST_END')
+        if final: trace.stamp('REQUEST_END'); trace.release()   # before delivering: the front end, which answers after, lets go last
         if deliver is not None: deliver(r, resp, final)
-        if final: trace.release()
     req.response_callback = traced
 
 # %% ../nbs/07b_trace.ipynb #7955be96
