@@ -183,14 +183,19 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
         inst.failed, inst.timing = True, None
         responses = [InferenceResponse(error=execute_failure(inst, e))] * len(batch)
     end = self.clock()
-    timing = getattr(inst, 'timing', None) or (0, end - start, 0)
-    failed = getattr(inst, 'failed', False)
+    self._settle(inst, batch, responses, getattr(inst, 'timing', None), getattr(inst, 'failed', False), start, end)
+
+@patch
+def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, failed:bool, start:int, end:int):
+    "Trace, count and answer one executed batch."
+    timing = timing or (0, end - start, 0)
     for r in batch:
         if r.trace: r.trace.compute(start, timing, end)   # a traced request's COMPUTE_* timestamps (07b_trace)
     self.stats.record_batch(self._counted(batch), timing, not failed, end)
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses): _deliver(r, resp)
+
 @patch
 def _counted(self:Scheduler, batch:list) -> list:
     "The requests statistics count (the sequence batcher leaves out its fillers)."
@@ -223,14 +228,15 @@ def _next_batch(self:Scheduler, inst:ModelInstance):
 def _worker(self:Scheduler, inst:ModelInstance):
     while (batch := self._next_batch(inst)) is not None:   # `_take`, guarded (above)
         if any(r.cancelled for r in batch) and not (batch := self._drop_cancelled(batch)): continue   # see Cancellation
-        self._running[inst.name] = batch
-        try: self._run(inst, batch)
+        batches = [batch, *self._more(inst)]   # more than one only for an instance with `execute_many` (04c)
+        self._running[inst.name] = [r for b in batches for r in b]
+        try: self._run(inst, batch) if len(batches) == 1 else self._run_many(inst, batches)
         except BaseException as e:
             log.exception(f"scheduler of model '{self.config.name}' failed to run a batch on '{inst.name}'")
-            for r in batch: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
+            for r in self._running[inst.name]: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
             e.__traceback__ = None
         finally: self._running.pop(inst.name, None)
-        del batch            # an idle worker must not keep its last batch (and its tensors) alive
+        del batch, batches   # an idle worker must not keep its last batch (and its tensors) alive
 
 # %% ../nbs/05_scheduler.ipynb #a1209fc6
 class SchedulerStopped(TritonError):
@@ -300,6 +306,36 @@ class DefaultScheduler(Scheduler):
         out, self._queue = list(self._queue), deque()
         self.stats.pending -= len(out)
         return out
+
+# %% ../nbs/05_scheduler.ipynb #68a18838
+@patch
+def _more(self:Scheduler, inst:ModelInstance) -> list:
+    "Batches waiting that `inst` may take with the one it just took; none, except below."
+    return []
+
+@patch
+def _more(self:DefaultScheduler, inst:ModelInstance) -> list:
+    "Up to `inst.pipeline_depth - 1` more requests, each a batch, leaving one for each idle worker."
+    depth = getattr(inst, 'pipeline_depth', 1) if hasattr(inst, 'execute_many') else 1
+    if depth <= 1 or not self._queue: return []
+    out = []
+    with self._cond:
+        while len(out) < depth - 1 and len(self._queue) > self._idle:
+            out.append([self._queue.popleft()]); self.stats.pending -= 1
+    return [b for b in out if not b[0].cancelled or self._drop_cancelled(b)]
+
+@patch
+def _run_many(self:Scheduler, inst:ModelInstance, batches:list):
+    "Execute `batches` in one `inst.execute_many` call; each batch is counted and answered as `_run` does."
+    start = self.clock()
+    for b in batches:
+        for r in b: r.queue_end_ns = start
+    try: results = inst.execute_many(batches)
+    except BaseException as e:
+        err = InferenceResponse(error=execute_failure(inst, e))
+        results = [([err] * len(b), None, True) for b in batches]
+    end = self.clock()
+    for b, (responses, timing, failed) in zip(batches, results): self._settle(inst, b, responses, timing, failed, start, end)
 
 # %% ../nbs/05_scheduler.ipynb #e42ac431
 class ResponseWaiter:

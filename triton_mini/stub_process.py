@@ -216,6 +216,15 @@ def _initialize(self:Stub, args:InstanceArgs):
 @patch
 def _execute(self:Stub, batch_id:int, wire_requests:list):
     "Rebuild the requests, run the batch, report the outcome; responses sent on the way went back already."
+    with self.lock: self.in_batch = True
+    done = self._run_one(batch_id, wire_requests)
+    with self.lock:   # the batch's last message on `work`
+        self.in_batch = False
+        send_message(self.work, done); self.sent_work += 1
+
+@patch
+def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
+    "Run one batch; its `done` message, to send."
     requests = []
     for i, fields in enumerate(wire_requests):
         r = InferenceRequest(**fields)
@@ -225,7 +234,6 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
         self.running[batch_id], self.last_batch = requests, batch_id
         for i in [i for b, i in self.early if b == batch_id]: self.early.discard((batch_id, i)); requests[i].cancelled = True
     self.instance.failed = False   # as the scheduler does before each execute in the thread mode
-    with self.lock: self.in_batch = True
     try:
         out = self.instance.execute(requests)
         failed, timing = getattr(self.instance, 'failed', False), self.instance.timing
@@ -233,9 +241,7 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
     if not self.instance.decoupled or all(r.done for r in requests): self.running.pop(batch_id, None)
-    with self.lock:   # the batch's last message on `work`
-        self.in_batch = False
-        send_message(self.work, ('done', batch_id, out, timing, failed)); self.sent_work += 1
+    return ('done', batch_id, out, timing, failed)
 
 @patch
 def _sent(self:Stub, batch_id:int, i:int, resp, final:bool):
@@ -514,6 +520,8 @@ def _handle(self:StubModelInstance, msg) -> bool:
     kind = msg[0]
     if kind == 'send': self._deliver(*msg[1:])
     elif kind == 'done': self._finish(*msg[1:])
+    elif kind == 'done_many':   # see "Several batches per hop"
+        for done in msg[1]: self._finish(*done[1:])
     elif kind == 'log': _log_from_stub(msg[1])
     elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
     elif kind == 'metric_op': self._metric_op(*msg[1:])
@@ -639,13 +647,19 @@ def _run_batch(self:StubModelInstance, requests:list):
         if not self.decoupled: return [InferenceResponse(error=err)] * len(requests)
         for r in requests: r.done or r.send(InferenceResponse(error=err), True)
         return None
-    batch_id, fut = next(self._ids), Future()
-    with self._lock: self._batches[batch_id] = (requests, fut)
-    for i, r in enumerate(requests): r._on_cancel = functools.partial(self._cancel_in_stub, batch_id, i)
+    batch_id, fut = self._register(requests)
     try: self._send(('execute', batch_id, [request_to_wire(r) for r in requests]))
     except OSError: pass   # the stub is gone; the reader fails the batch
     out, self.timing, self.failed = self._wait(fut)
     return out
+
+@patch
+def _register(self:StubModelInstance, requests:list) -> tuple:
+    "A new batch: its id and the future its `done` resolves; a cancelled request tells the stub."
+    batch_id, fut = next(self._ids), Future()
+    with self._lock: self._batches[batch_id] = (requests, fut)
+    for i, r in enumerate(requests): r._on_cancel = functools.partial(self._cancel_in_stub, batch_id, i)
+    return batch_id, fut
 
 @patch
 def _cancel_in_stub(self:StubModelInstance, batch_id:int, i:int):
@@ -666,6 +680,29 @@ def _wait(self:StubModelInstance, fut:Future):
         finally: self._read_lock.release()
     if not fut.done(): self._died()
     return fut.result()
+
+# %% ../nbs/04c_stub_process.ipynb #30d4527a
+StubModelInstance.pipeline_depth = 16   # at most this many batches per hop (the scheduler asks; 1 turns it off)
+
+@patch
+def execute_many(self:StubModelInstance, batches:list) -> list:
+    "Run `batches` in one hop: [(responses, timing, failed)], in order; each batch still runs alone in `execute`."
+    if not self.healthy or self.decoupled or len(batches) == 1:
+        return [(self._run_batch(b), self.timing, self.failed) for b in batches]
+    ids = [self._register(b) for b in batches]
+    wire = [(batch_id, [request_to_wire(r) for r in b]) for (batch_id, _), b in zip(ids, batches)]
+    try: self._send(('execute_many', wire))
+    except OSError: pass   # the stub is gone; the reader fails the batches
+    return [self._wait(fut) for _, fut in ids]
+
+@patch
+def _execute_many(self:Stub, batches:list):
+    "In the stub: each batch as `_execute` runs it, the `done`s in one message once all ran."
+    with self.lock: self.in_batch = True
+    dones = [self._run_one(batch_id, wire) for batch_id, wire in batches]
+    with self.lock:
+        self.in_batch = False
+        send_message(self.work, ('done_many', dones)); self.sent_work += 1
 
 # %% ../nbs/04c_stub_process.ipynb #02fcf2be
 @patch

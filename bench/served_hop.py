@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""Where a served request's CPU goes, thread by thread: triton-mini (thread and process mode) under wrk.
+
+Starts triton-mini as bench/run.py does (whole tree pinned to one core, wrk on the other), loads it at each
+concurrency, and reads every thread's `/proc/<pid>/task/<tid>/schedstat` (ns on the CPU, times scheduled in)
+and `status` (context switches) before and after: CPU µs and wake-ups per request, for the event loop, the
+instance's worker thread, the stub's threads, ... Run it under `/work/bin/cpuslot --all`.
+
+    python bench/served_hop.py                          # thread and process, c = 1 8 64, 5 s each
+    python bench/served_hop.py --runs thread process process:bench/pipeline_depth.py   # label = mode[:launcher]
+"""
+from __future__ import annotations
+import argparse, collections, sys, tempfile, shutil
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as bench   # bench/run.py: Server, wrk, descendants
+
+def threads(pid:int) -> dict:
+    "(process name, thread name) -> [cpu ns, timeslices, voluntary switches, involuntary switches], summed."
+    out = collections.defaultdict(lambda: [0, 0, 0, 0])
+    for p in bench.descendants(pid):
+        root = Path(f'/proc/{p}')
+        try: comm = (root / 'cmdline').read_bytes().split(b'\0')
+        except OSError: continue
+        proc = 'stub' if any(b'stub_main' in c for c in comm) else 'server' if p == pid else None
+        if proc is None: continue
+        for t in (root / 'task').iterdir():
+            try:
+                name = (t / 'comm').read_text().strip()
+                ns, _, slices = map(int, (t / 'schedstat').read_text().split())
+                st = dict(l.split(':\t') for l in (t / 'status').read_text().splitlines() if ':\t' in l)
+            except (OSError, ValueError): continue
+            name = 'main (event loop)' if proc == 'server' and t.name == str(p) else 'main' if t.name == str(p) else name
+            v = out[proc, name]
+            v[0] += ns; v[1] += slices; v[2] += int(st['voluntary_ctxt_switches']); v[3] += int(st['nonvoluntary_ctxt_switches'])
+    return out
+
+def measure(server, c:int, seconds:int, script:Path) -> tuple:
+    before = threads(server.proc.pid)
+    r = bench.wrk(server.port, c, seconds, 1, script)
+    after = threads(server.proc.pid)
+    n = r['requests']
+    rows = {k: [(after[k][i] - before.get(k, [0] * 4)[i]) / n for i in range(4)] for k in after}
+    return r, rows
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--runs', nargs='+', default=['thread', 'process'], help='MODE or MODE:LAUNCHER (a --mini-launcher script)')
+    p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
+    p.add_argument('--duration', type=int, default=5)
+    p.add_argument('--mini-flags', default='')
+    args = p.parse_args(argv)
+    lines = []
+    with tempfile.TemporaryDirectory(prefix='served_hop_') as tmp:
+        work = Path(tmp); repo = work / 'repo'
+        shutil.copytree(bench.HERE / 'repo', repo)
+        script = work / 'infer.lua'; script.write_text(bench.LUA % bench.BODY)
+        for run in args.runs:
+            mode, _, launcher = run.partition(':')
+            bench.MINI_LAUNCHER = str(Path(launcher).resolve()) if launcher else None
+            bench.MINI_FLAGS = [f'--python-backend-mode={mode}', *args.mini_flags.split()]
+            server = bench.Server('mini', repo, work, 0)
+            try:
+                bench.wrk(server.port, 8, 2, 1, script)
+                for c in args.concurrency:
+                    r, rows = measure(server, c, args.duration, script)
+                    total = sum(v[0] for v in rows.values()) / 1000
+                    lines.append(f'\n### {run}, c={c}: {r["rps"]:,.0f} req/s, p50 {r["p50_us"]:.0f} µs; '
+                                 f'CPU {total:.1f} µs per request on the server core\n')
+                    lines.append('| process | thread | CPU µs / request | times scheduled in / request | voluntary switches / request | involuntary / request |')
+                    lines.append('|---|---|---|---|---|---|')
+                    for (proc, name), v in sorted(rows.items(), key=lambda kv: -kv[1][0]):
+                        if v[0] < 100 and v[1] < 0.01: continue
+                        lines.append(f'| {proc} | {name} | {v[0] / 1000:.1f} | {v[1]:.2f} | {v[2]:.2f} | {v[3]:.2f} |')
+                    print(f'{run} c={c}: {r["rps"]:,.0f} req/s', flush=True)
+            finally: server.stop()
+    print('\n'.join(lines))
+
+if __name__ == '__main__':
+    main()
