@@ -8,7 +8,7 @@ Where Triton 2.51 gives no answer we choose one and say so: a model not configur
 client waiting forever (its backend only logs Triton core's refusal), and a decoupled model that sends its final
 response and also reschedules crashes tritonserver (signal 11). triton_mini answers the first with the refusal and
 ignores the second."""
-import json, queue, textwrap, threading
+import json, queue, textwrap, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -187,7 +187,8 @@ def stream(grpc_port, model, n, timeout=10) -> list:
 
 
 def stats(port, model) -> tuple:
-    "(execution_count, inference_count, success count, fail count) of the model's statistics."
+    "(execution_count, inference_count, success count, fail count) of the model's statistics, once they settle."
+    time.sleep(0.5)   # Triton counts a request when it is released, which may come after its response
     s = json.loads(http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
     return s['execution_count'], s['inference_count'], s['inference_stats']['success']['count'], s['inference_stats']['fail']['count']
 
