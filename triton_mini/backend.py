@@ -56,6 +56,7 @@ class InferenceRequest:
     queue_end_ns: int = 0                 # set by the scheduler when the request leaves the queue
     cancelled: bool = False               # set by cancel(): the model reads it through is_cancelled()
     trace: object = None                  # a trace.Trace when the request is traced, False when sampling passed it (07b)
+    release_flags: int = 1                # how the backend released it: 1 = ALL, 2 = RESCHEDULE (run it again, 05b)
     _done: bool = False
     _on_cancel: object = None             # set by whoever runs the request elsewhere (a stub process) to hear of cancel()
 
@@ -67,6 +68,11 @@ class InferenceRequest:
 
     @property
     def done(self): return self._done
+
+    @property
+    def rescheduled(self) -> bool:
+        "The backend released it with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: the scheduler runs it again, no final response yet."
+        return bool(self.release_flags & 2) and not self._done
 
     def cancel(self):
         "Ask for the request to stop (TRITONSERVER_InferenceRequestCancel): a model that checks `is_cancelled()` may end it early."

@@ -269,7 +269,9 @@ class InferenceRequest:
     def is_cancelled(self) -> bool:
         "Whether the client gave up on this request (a BLS request the model built is never cancelled)."
         return self._core is not None and self._core.cancelled
-    def set_release_flags(self, flags:int): self._release_flags = flags
+    def set_release_flags(self, flags:int):
+        "RESCHEDULE: run this request again in a later batch (iterative sequences; the Python backend acts on it, 04a)."
+        self._release_flags = flags
     def trace(self): return None
     def parameters(self) -> str:
         "The request parameters as a JSON string (what Triton gives a model)."

@@ -211,6 +211,23 @@ def _check_result(self:PythonModelInstance, result, n:int):
         raise self._failure('Number of InferenceResponse objects do not match the number of InferenceRequest objects. '
                             f'InferenceRequest(s) size is:{n}, and InferenceResponse(s) size is:{len(result)}\n')
 
+# %% ../nbs/04a_python_backend.ipynb #b0f6a344
+def _pb_type(obj) -> str:
+    "How Triton's stub prints a type: pb_utils classes under their C++ module's name."
+    t = type(obj)
+    return f"<class 'c_python_backend_utils.{t.__name__}'>" if t.__module__ == pb_utils.__name__ else str(t)
+
+@patch
+def _rescheduled(self:PythonModelInstance, pb_requests:list, result) -> list:
+    "Indices of the requests released with RESCHEDULE; their slots in a returned list must be None."
+    flag = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+    idx = [i for i, p in enumerate(pb_requests) if getattr(p, '_release_flags', 1) == flag]
+    for i in idx if result is not None else ():
+        if result[i] is not None:
+            raise self._failure('Expected a None object in the execute function return list for reschduled request, '
+                                f"found type '{_pb_type(result[i])}'.")
+    return idx
+
 # %% ../nbs/04a_python_backend.ipynb #995e54e7
 @patch
 def _run_batch(self:PythonModelInstance, requests:list):
@@ -222,11 +239,13 @@ def _run_batch(self:PythonModelInstance, requests:list):
     try:
         result = self._run_execute(pb_requests)
         self._check_result(result, len(requests))
+        rescheduled = self._rescheduled(pb_requests, result)
     except TritonError as e:
         self.timing, self.failed = (t1 - t0, time.perf_counter_ns() - t1, 0), True
         return self._fail_all(requests, e)
     finally: pb_utils.reset_context(token)
     t2 = time.perf_counter_ns()
+    for i in rescheduled: requests[i].release_flags = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
     out = None if self.decoupled else self._responses(requests, result)
     self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
     return out
@@ -238,14 +257,14 @@ def _responses(self:PythonModelInstance, requests:list, result):
         missing = self._failure('execute() returned None without sending a response, but a model that is not decoupled must '
                                 'return a list with one InferenceResponse per request\n')
         return self._deliver(requests, [InferenceResponse(error=missing) for _ in requests])
-    return self._deliver(requests, [self._response(r, pb) for r, pb in zip(requests, result)])
+    return self._deliver(requests, [None if r.rescheduled else self._response(r, pb) for r, pb in zip(requests, result)])
 
 @patch
 def _deliver(self:PythonModelInstance, requests:list, out:list):
     "Return `out` for the scheduler to deliver, unless the sender answered some requests: then send the rest here."
     if not any(r.done for r in requests): return out
     for r, resp in zip(requests, out):
-        if not r.done: r.send(resp, True)
+        if resp is not None and not r.done: r.send(resp, True)   # None: a rescheduled request (no response yet)
     return None
 
 # %% ../nbs/04a_python_backend.ipynb #9b6c4d6f

@@ -18,10 +18,11 @@ from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse,
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'create_instances', 'Duration', 'ModelStatistics', 'next_batch',
-           'batch_key', 'Scheduler', 'execute_failure', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter',
-           'OrderedDelivery', 'adaptive_queue_delay', 'WaitLearner', 'DynamicBatcher', 'create_scheduler',
-           'simulate_batching', 'poisson_arrivals', 'batching_summary', 'simulate_clients']
+__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'create_instances', 'Duration',
+           'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'execute_failure', 'SchedulerStopped',
+           'DefaultScheduler', 'ResponseWaiter', 'OrderedDelivery', 'adaptive_queue_delay', 'WaitLearner',
+           'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary',
+           'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -194,7 +195,10 @@ def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, f
     self.stats.record_batch(self._counted(batch), timing, not failed, end)
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
-        for r, resp in zip(batch, responses): _deliver(r, resp)
+        for r, resp in zip(batch, responses):
+            if not r.rescheduled: _deliver(r, resp)
+    for r in batch:
+        if r.release_flags != 1: self._released(r, failed)   # released with RESCHEDULE: see Request rescheduling
 
 @patch
 def _counted(self:Scheduler, batch:list) -> list:
@@ -211,6 +215,26 @@ def _deliver(req:InferenceRequest, resp:InferenceResponse):
     if req.done: return
     try: req.send(resp, True)
     except Exception: log.exception(f"failed to deliver the response of request '{req.id}' for model '{req.model_name}'")
+
+# %% ../nbs/05_scheduler.ipynb #683fff80
+RESCHEDULE_REFUSED = ('Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not '
+                      'configured to handle such a flag.')
+
+@patch
+def _released(self:Scheduler, req:InferenceRequest, failed:bool=False):
+    "`req` left an execution released with RESCHEDULE: run it again (a failed batch cancels the flag, as Triton's backend does)."
+    req.release_flags = 1
+    if failed: return
+    if req.done:   # a decoupled model sent the final response and asked for more (Triton 2.51 crashes here)
+        log.error(f"request '{req.id}' for model '{req.model_name}' was rescheduled after its final response: ignored")
+        return
+    self._reschedule(req)
+
+@patch
+def _reschedule(self:Scheduler, req:InferenceRequest):
+    "Only the iterative sequence batcher reschedules (05b); here the request fails with Triton's reason."
+    log.error(f'Failed to release request: {RESCHEDULE_REFUSED}')
+    _deliver(req, InferenceResponse(error=TritonError(RESCHEDULE_REFUSED, 'INVALID_ARG')))
 
 # %% ../nbs/05_scheduler.ipynb #552ea077
 @patch

@@ -113,6 +113,7 @@ class SequenceBatcher(Scheduler):
         sb = config.sequence_batching
         self.sb, self.controls, self.oldest = sb, controls(config), sb.oldest is not None
         self.model_dir = model_dir
+        self.iterative, self._next_id = sb.iterative_sequence, 1   # iterative: see Request rescheduling
         # a backend that does not update implicit state (Triton's Python backend) gets the initial state every time
         self.carries_state = all(getattr(i, 'updates_state', True) for i in instances)
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
@@ -134,6 +135,7 @@ class SequenceBatcher(Scheduler):
 @patch
 def _check(self:SequenceBatcher, req:InferenceRequest):
     "Triton's checks of a request to a sequence model (raised as INVALID_ARG)."
+    if self.iterative and req.correlation_id in (0, '', None): self._new_sequence(req)
     name, cid = self.config.name, req.correlation_id
     if cid in (0, '', None):
         raise TritonError(f"inference request to model '{name}' must specify a non-zero or non-empty correlation ID")
@@ -218,14 +220,18 @@ def _prepare(self:SequenceBatcher, seq:Sequence) -> InferenceRequest:
 @patch
 def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
     "Catch the state outputs of `req`'s response before the client sees it; free the sequence when it is final."
-    deliver, states = req.response_callback, (self.sb.state if self.carries_state else ())
+    deliver = getattr(req.response_callback, 'client', req.response_callback)   # a rescheduled request: wrap the client's once
+    states = self.sb.state if self.carries_state else ()
     def routed(r, resp, final):
         if resp is not None and resp.error is None:
             for s in states:
                 if s.output_name in resp.outputs: seq.state[s.input_name] = resp.outputs.pop(s.output_name)
         if final:   # the idle clock runs from the request's arrival (enqueue), as Triton's: not restarted here
-            with self._cond: seq.busy, seq.done_ns = False, self.clock(); self._cond.notify_all()
+            with self._cond:
+                seq.busy, seq.done_ns = False, self.clock(); self._cond.notify_all()
+                if self.iterative and not r.flags & SEQUENCE_END: self._end_iteration(seq)
         if deliver is not None: deliver(r, resp, final)
+    routed.client = deliver
     req.response_callback = routed
 
 # %% ../nbs/05b_sequence_batcher.ipynb #481874eb
@@ -337,3 +343,37 @@ def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
     seq.pending.remove(req); self.stats.pending -= 1
     if not seq.pending and not seq.busy: self._release(seq)
     return True
+
+# %% ../nbs/05b_sequence_batcher.ipynb #9772879f
+@patch
+def _new_sequence(self:SequenceBatcher, req:InferenceRequest):
+    "An iterative model's request without a correlation id starts a sequence of its own (the lock is held)."
+    while self._next_id in self.sequences: self._next_id += 1   # Triton just counts; we also skip ids in use
+    req.correlation_id, req.flags = self._next_id, SEQUENCE_START
+    self._next_id += 1
+
+@patch
+def _reschedule(self:SequenceBatcher, req:InferenceRequest):
+    "Run `req` again: back to the front of its sequence's queue, no longer START (an iterative sequence)."
+    if not self.iterative: return Scheduler._reschedule(self, req)
+    req.flags = 0
+    with self._cond:
+        seq = self.sequences.get(req.correlation_id)
+        if seq is None: err = self._start_missing(req)   # its sequence was ended (an END flag from the client)
+        else:
+            seq.pending.appendleft(req); seq.busy, seq.last_ns = False, self.clock()
+            self.stats.pending += 1
+            self._cond.notify_all()
+            return
+    _deliver(req, InferenceResponse(error=err))
+
+@patch
+def _start_missing(self:SequenceBatcher, req:InferenceRequest) -> TritonError:
+    return TritonError(f"inference request for sequence {req.correlation_id} to model '{self.config.name}' must specify "
+                       "the START flag on the first request of the sequence")
+
+@patch
+def _end_iteration(self:SequenceBatcher, seq:Sequence):
+    "Triton's end of an iterative sequence: a cancelled null END request, counted as CANCELED (the lock is held)."
+    with self.stats.lock: self.stats.fail.add(0); self.stats.failures['CANCELED'] += 1
+    if not seq.pending: self._release(seq)

@@ -15,10 +15,10 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'Channel', 'channel_pair',
-           'send_message', 'recv_message', 'request_to_wire', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies',
-           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'stub_command', 'server_paths', 'spawn_stub',
-           'execution_env', 'env_root', 'unpack_env', 'safe_members', 'not_healthy', 'StubModelInstance',
-           'auto_complete_in_stub']
+           'send_message', 'recv_message', 'request_to_wire', 'Stub', 'release_flags', 'apply_release_flags',
+           'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state',
+           'stub_command', 'server_paths', 'spawn_stub', 'execution_env', 'env_root', 'unpack_env', 'safe_members',
+           'not_healthy', 'StubModelInstance', 'auto_complete_in_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -213,6 +213,16 @@ def _initialize(self:Stub, args:InstanceArgs):
     self.send(('ready', os.getpid()))
 
 # %% ../nbs/04c_stub_process.ipynb #c97bb711
+def release_flags(requests:list) -> list | None:
+    "The requests' release flags, or None when all are ALL (the usual case: nothing extra to send)."
+    flags = [r.release_flags for r in requests]
+    return flags if any(f != 1 for f in flags) else None
+
+def apply_release_flags(requests:list, flags:list|None):
+    "Set the release flags a stub reported on the server's requests."
+    for r, f in zip(requests, flags or ()): r.release_flags = f
+
+# %% ../nbs/04c_stub_process.ipynb #249abd26
 @patch
 def _execute(self:Stub, batch_id:int, wire_requests:list):
     "Rebuild the requests, run the batch, report the outcome; responses sent on the way went back already."
@@ -240,8 +250,8 @@ def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
     except BaseException as e:   # SystemExit and friends: the batch fails, the stub serves on (as the thread mode)
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
-    if not self.instance.decoupled or all(r.done for r in requests): self.running.pop(batch_id, None)
-    return ('done', batch_id, out, timing, failed)
+    if not self.instance.decoupled or all(r.done or r.rescheduled for r in requests): self.running.pop(batch_id, None)
+    return ('done', batch_id, out, timing, failed, release_flags(requests))
 
 @patch
 def _sent(self:Stub, batch_id:int, i:int, resp, final:bool):
@@ -533,13 +543,14 @@ def _handle(self:StubModelInstance, msg) -> bool:
     return True
 
 @patch
-def _finish(self:StubModelInstance, batch_id, out, timing, failed):
+def _finish(self:StubModelInstance, batch_id, out, timing, failed, flags=None):
     "A batch ended in the stub; a decoupled batch stays registered until its requests have their final response."
     with self._lock:
         entry = self._batches.get(batch_id)
         if entry is None: return   # the reader saw the stub die first: the batch failed already
         requests, fut = entry
-        if not self.decoupled or all(r.done for r in requests): del self._batches[batch_id]
+        apply_release_flags(requests, flags)
+        if not self.decoupled or all(r.done or r.rescheduled for r in requests): del self._batches[batch_id]
         fut.set_result((out, timing, failed))
 
 @patch
