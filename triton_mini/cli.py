@@ -22,11 +22,53 @@ from .response_cache import cache_from_config
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'str2bool', 'parse_restricted_apis', 'check_http_security', 'http_limits',
-           'trace_setting_from_args', 'check_trace_args', 'ignored_flags', 'build_parser', 'grpc_options', 'check_args',
-           'deprecation_warnings', 'parse_args', 'TritonLogFormatter', 'setup_logging', 'model_table',
-           'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'serve_on_ray', 'main', 'serve',
-           'free_port', 'wait_for_http']
+__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'model_table', 'TritonLogFormatter', 'setup_logging', 'str2bool',
+           'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository', 'bundled_run',
+           'serve_apps', 'start_server', 'serve_on_ray', 'main', 'serve', 'free_port', 'wait_for_http', 'check_args',
+           'parse_restricted_apis', 'check_http_security', 'http_limits', 'trace_setting_from_args', 'check_trace_args',
+           'grpc_options']
+
+# %% ../nbs/10_cli.ipynb #fc9ab092
+def model_table(index:list) -> str:
+    "tritonserver's startup table of model versions and their status."
+    rows = [(e['name'], e['version'], e['state'] + (f": {e['reason']}" if e.get('reason') else '')) for e in index if 'version' in e]
+    head = ('Model', 'Version', 'Status')
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+    sep = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
+    fmt = lambda r: '| ' + ' | '.join(c.ljust(w) for c, w in zip(r, widths)) + ' |'
+    return '\n'.join([sep, fmt(head), sep] + [fmt(r) for r in rows] + [sep])
+
+# %% ../nbs/10_cli.ipynb #244c7803
+class TritonLogFormatter(logging.Formatter):
+    "tritonserver's log line: `I1202 08:45:25.582290 1234 file.py:42] \"message\"`."
+    LETTERS = {logging.ERROR: 'E', logging.WARNING: 'W', logging.CRITICAL: 'E'}
+
+    def __init__(self, iso8601:bool=False): super().__init__(); self.iso8601 = iso8601
+
+    def format(self, record):
+        t = datetime.fromtimestamp(record.created)
+        when = t.strftime('%Y-%m-%dT%H:%M:%SZ') if self.iso8601 else t.strftime('%m%d %H:%M:%S.') + f'{t.microsecond:06d}'
+        letter = self.LETTERS.get(record.levelno, 'I')
+        msg = record.getMessage()
+        if record.exc_info: msg += '\n' + self.formatException(record.exc_info)
+        thread = getattr(record, 'thread_native_id', None) or threading.get_native_id()
+        where = f'{thread} {record.filename}:{record.lineno}]'
+        head = f'{when} {letter} {where}' if self.iso8601 else f'{letter}{when} {where}'
+        if msg.startswith('\n'): return f'{head} {msg}\n'          # a table
+        return f'{head} {json.dumps(msg, ensure_ascii=False)}'
+
+# %% ../nbs/10_cli.ipynb #6779c037
+def setup_logging(args) -> logging.Handler:
+    "Route triton_mini's loggers (server, models, repository) to stderr or --log-file in Triton's format."
+    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TritonLogFormatter(args.log_format == 'ISO8601'))
+    root = logging.getLogger('triton_mini')
+    root.handlers[:] = [handler]
+    root.propagate = False
+    level = (VERBOSE if args.log_verbose > 0 else logging.INFO if args.log_info else
+             logging.WARNING if args.log_warning else logging.ERROR if args.log_error else logging.CRITICAL + 1)
+    root.setLevel(level)
+    return handler
 
 # %% ../nbs/10_cli.ipynb #6aa2c4e9
 def str2bool(v) -> bool:
@@ -57,135 +99,33 @@ def _http_security_args(p:argparse.ArgumentParser):
     p.add_argument('--http-max-connections', type=int, default=None, metavar='N',
                    help=f'open HTTP connections at most; more get 503 and are closed (default: half the open-file limit, here {default_max_connections()}; the metrics port allows at most 256)')
 
-def parse_restricted_apis(values:list, option:str='http-restricted-api', prefix:str='', kind:str='api') -> dict:
-    "{api group: (header, value)} from Triton's `<apis>:<key>=<value>` flag values; ValueError with tritonserver's message."
-    rules = {}
-    for arg in values:
-        colon = arg.find(':')
-        eq = arg.find('=', colon + 1)
-        groups, key, value = arg[:colon], arg[colon + 1:eq], arg[eq + 1:]
-        if colon < 0 or eq < 0 or not groups or not key or not value:
-            raise ValueError(f"--{option} option format is '<config name>:<setting>=<value>'. Got {arg}")
-        for g in groups.split(','):
-            if g not in RESTRICTED_API_GROUPS: raise ValueError(f"unknown restricted {kind} '{g}'")
-            if g in rules: raise ValueError(f"restricted {kind} '{g}' can not be specified in multiple config groups")
-            rules[g] = (prefix + key, value)
-    return rules
+# %% ../nbs/10_cli.ipynb #21d67170
+_GRPC_KEEPALIVE = [('--grpc-keepalive-time', 7_200_000), ('--grpc-keepalive-timeout', 20_000),
+                   ('--grpc-http2-max-pings-without-data', 2), ('--grpc-http2-min-recv-ping-interval-without-data', 300_000),
+                   ('--grpc-http2-max-ping-strikes', 2), ('--grpc-max-connection-age', 0), ('--grpc-max-connection-age-grace', 0)]
 
-# %% ../nbs/10_cli.ipynb #9ea6ee94
-def check_http_security(args) -> str | None:
-    "The error for inconsistent HTTP hardening flags, or None."
-    try: parse_restricted_apis(args.http_restricted_api)
-    except ValueError as e: return f'Bad option: "--http-restricted-api".\n{e}'
-    if args.http_header_forward_pattern is not None:
-        try: re.compile(args.http_header_forward_pattern)
-        except re.error as e: return f"error: --http-header-forward-pattern: '{args.http_header_forward_pattern}' is not a regular expression ({e})"
-    for flag in ('http_header_timeout_secs', 'http_body_timeout_secs', 'http_max_header_size', 'http_max_connections'):
-        v = getattr(args, flag)
-        if v is not None and v <= 0: return f"error: --{flag.replace('_', '-')} must be positive, got {v:g}"
-    return None
+def _grpc_security_args(p:argparse.ArgumentParser):
+    "Add tritonserver's gRPC TLS, restriction, keepalive and compression flags."
+    _bool(p, '--grpc-use-ssl', False, 'serve gRPC over TLS with --grpc-server-cert/--grpc-server-key')
+    _bool(p, '--grpc-use-ssl-mutual', False, 'TLS, and require client certificates signed by --grpc-root-cert')
+    for flag, what in (('cert', 'server certificate'), ('key', 'server private key')):
+        p.add_argument(f'--grpc-server-{flag}', default='', metavar='PEM', help=f'file holding the PEM-encoded {what}')
+    p.add_argument('--grpc-root-cert', default='', metavar='PEM', help='file holding the PEM-encoded root certificate (CA of client certificates)')
+    p.add_argument('--grpc-restricted-protocol', action='append', default=[], metavar='<protocols>:<key>=<value>',
+                   help="require header 'triton-grpc-protocol-<key>: <value>' for these protocol groups (repeatable)")
+    p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
+    p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
+    p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
+    _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
+    _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
+    for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')
 
-def http_limits(args) -> tuple:
-    "(HTTP, metrics) HTTPLimits from the flags."
-    limits = HTTPLimits(args.http_header_timeout_secs, args.http_body_timeout_secs, args.http_max_header_size, args.http_max_connections)
-    return limits, dataclasses.replace(limits, max_connections=min(limits.max_connections, 256))
-
-# %% ../nbs/10_cli.ipynb #b084fb75
+# %% ../nbs/10_cli.ipynb #bfc1ecbc
 def _trace_args(p:argparse.ArgumentParser):
     p.add_argument('--trace-config', action='append', default=[], metavar='[MODE,]SETTING=VALUE',
                    help='trace setting: level=TIMESTAMPS, rate=N, count=N, mode=triton, triton,file=PATH, triton,log-frequency=N')
     for flag in ('--trace-file', '--trace-rate', '--trace-count', '--trace-log-frequency'): p.add_argument(flag, help=argparse.SUPPRESS)
     p.add_argument('--trace-level', action='append', default=[], help=argparse.SUPPRESS)
-
-_DEPRECATED_TRACE = {'trace_file': 'triton,file=<filepath>', 'trace_level': 'level=<OFF|TIMESTAMPS|TENSORS>',
-                     'trace_rate': 'rate=<rate value>', 'trace_count': 'count=<count value>',
-                     'trace_log_frequency': 'triton,log-frequency=<log frequency value>'}
-_STOI = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
-
-def _trace_int(option:str, value:str) -> int:
-    "tritonserver's ParseOption<int>."
-    m = _STOI.match(value)
-    if not m or not -2**31 <= int(m.group(1)) < 2**31: raise ValueError(f'Bad option: "{option}".\nInvalid option value. Got {value}')
-    return int(m.group(1))
-
-def _trace_level(option:str, value:str) -> tuple:
-    "tritonserver's ParseTraceLevelOption: () for OFF."
-    v = value.lower()
-    if v in ('false', 'off'): return ()
-    if v in ('true', 'on', 'min', 'max', 'timestamps'): return ('TIMESTAMPS',)
-    if v == 'tensors': return ('TENSORS',)
-    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace level option: {v}')
-
-def _trace_mode(option:str, value:str) -> str:
-    v = value.lower()
-    if v in ('triton', 'opentelemetry'): return v
-    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace mode option: {v}. Available options are "triton" and "opentelemetry"')
-
-def _either(a:tuple, b:tuple) -> tuple: return tuple(n for n in ('TIMESTAMPS', 'TENSORS') if n in a or n in b)
-
-# %% ../nbs/10_cli.ipynb #cc707c96
-def _trace_config(arg:str) -> tuple:
-    "tritonserver's ParseTraceConfigOption: (mode or '' for a global setting, setting, value)."
-    comma = arg.find(',')
-    eq = arg.find('=', comma + 1)
-    if comma == 0:
-        raise ValueError(f'Bad option: "--trace-config".\nNo trace mode specified. --trace-config option format is '
-                         f'<trace mode>,<setting>=<value> or <setting>=<value>. Got {arg}')
-    mode = _trace_mode('--trace-config', arg[:comma]) if comma > 0 else ''
-    setting, value = arg[comma + 1:eq], arg[eq + 1:]
-    if eq < 0 or not setting or not value:
-        raise ValueError(f"Bad option: \"--trace-config\".\n--trace-config option format is '<trace mode>,<setting>=<value>'. Got {arg}")
-    return mode, setting, value
-
-def trace_setting_from_args(args, warn=lambda text: print(text, file=sys.stderr)) -> TraceSetting | None:
-    "The TraceSetting the trace flags ask for (None when there are none); ValueError with tritonserver's text."
-    for flag, use in _DEPRECATED_TRACE.items():
-        if getattr(args, flag):
-            name = '--' + flag.replace('_', '-')
-            warn(f"Warning: '{name}' has been deprecated and will be removed in future releases. Please use '--trace-config {use} instead.")
-    configs = [_trace_config(a) for a in args.trace_config]
-    if not configs and not any(getattr(args, f) for f in _DEPRECATED_TRACE): return None
-    s, off = TraceSetting(), False
-    for v in args.trace_level:
-        level = _trace_level('--trace-level', v)
-        off, s.level = off or not level, _either(s.level, level)
-    if args.trace_rate is not None: s.rate = _trace_int('--trace-rate', args.trace_rate) % 2**32
-    if args.trace_count is not None: s.count = _trace_int('--trace-count', args.trace_count)
-    if args.trace_log_frequency is not None: s.log_frequency = _trace_int('--trace-log-frequency', args.trace_log_frequency) % 2**32
-    if args.trace_file is not None: s.file = args.trace_file
-    overriding = "Warning: Overriding deprecated '--trace-{}' in favor of provided {} in --trace-config!"
-    for mode, setting, value in configs:
-        if mode: continue
-        option = f'--trace-config {setting}'
-        if setting == 'rate':
-            if args.trace_rate is not None: warn(overriding.format('rate', 'rate value'))
-            s.rate = _trace_int(option, value) % 2**32
-        elif setting == 'level':
-            if args.trace_level: warn(overriding.format('level', 'level'))
-            s.level = _either(s.level, _trace_level(option, value))
-        elif setting == 'mode': s.mode = _trace_mode(option, value)
-        elif setting == 'count':
-            if args.trace_count is not None: warn(overriding.format('count', 'count'))
-            s.count = _trace_int(option, value)
-    if s.mode == 'opentelemetry':   # the batch span processor's defaults, as tritonserver fills them in (echoed, unused)
-        s.extra = {'bsp_max_export_batch_size': '512', 'bsp_schedule_delay': '5000', 'bsp_max_queue_size': '2048'}
-    for mode, setting, value in configs:
-        if mode != s.mode: continue
-        if mode == 'triton' and setting == 'file':
-            if args.trace_file is not None: warn(overriding.format('file', 'file'))
-            s.file = value
-        elif mode == 'triton' and setting == 'log-frequency':
-            if args.trace_log_frequency is not None: warn("Warning: Overriding deprecated '--trace-log-frequency' in favor of provided log-frequency in --trace-config!")
-            s.log_frequency = _trace_int(f'--trace-config triton,{setting}', value) % 2**32
-        else: s.extra[setting] = value
-    if off: s.level = ()
-    return s
-
-def check_trace_args(args) -> str | None:
-    "Parse the trace flags into `args.trace_setting`; the error tritonserver reports, or None."
-    try: args.trace_setting = trace_setting_from_args(args)
-    except ValueError as e: return str(e)
-    return None
 
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
@@ -250,61 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _trace_args(p)
     return p
 
-# %% ../nbs/10_cli.ipynb #21d67170
-_GRPC_KEEPALIVE = [('--grpc-keepalive-time', 7_200_000), ('--grpc-keepalive-timeout', 20_000),
-                   ('--grpc-http2-max-pings-without-data', 2), ('--grpc-http2-min-recv-ping-interval-without-data', 300_000),
-                   ('--grpc-http2-max-ping-strikes', 2), ('--grpc-max-connection-age', 0), ('--grpc-max-connection-age-grace', 0)]
-
-def _grpc_security_args(p:argparse.ArgumentParser):
-    "Add tritonserver's gRPC TLS, restriction, keepalive and compression flags."
-    _bool(p, '--grpc-use-ssl', False, 'serve gRPC over TLS with --grpc-server-cert/--grpc-server-key')
-    _bool(p, '--grpc-use-ssl-mutual', False, 'TLS, and require client certificates signed by --grpc-root-cert')
-    for flag, what in (('cert', 'server certificate'), ('key', 'server private key')):
-        p.add_argument(f'--grpc-server-{flag}', default='', metavar='PEM', help=f'file holding the PEM-encoded {what}')
-    p.add_argument('--grpc-root-cert', default='', metavar='PEM', help='file holding the PEM-encoded root certificate (CA of client certificates)')
-    p.add_argument('--grpc-restricted-protocol', action='append', default=[], metavar='<protocols>:<key>=<value>',
-                   help="require header 'triton-grpc-protocol-<key>: <value>' for these protocol groups (repeatable)")
-    p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
-    p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
-    p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
-    _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
-    _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
-    for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')
-
-# %% ../nbs/10_cli.ipynb #7862d1ce
-def _bad_option(flag:str, reason) -> ValueError: return ValueError(f'Bad option: "{flag}".\n{reason}')
-
-def grpc_options(args):
-    "The gRPC frontend's GRPCOptions from the flags; ValueError with tritonserver's text for a bad value."
-    from triton_mini import grpc_server as g        # gRPC is optional: imported only when served
-    restricted = {}
-    for value in args.grpc_restricted_protocol:
-        try: g.parse_restricted_protocol(value, restricted)
-        except ValueError as e: raise _bad_option('--grpc-restricted-protocol', e) from None
-    level = args.grpc_infer_response_compression_level.lower()
-    if level not in ('none', 'low', 'medium', 'high'):
-        raise _bad_option('--grpc-infer-response-compression-level', 'invalid argument for --grpc_infer_response_compression_level')
-    try: re.compile(args.grpc_header_forward_pattern)
-    except re.error as e: raise _bad_option('--grpc-header-forward-pattern', f'invalid regular expression: {e}') from None
-    ssl = g.SSLOptions(args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert, args.grpc_use_ssl_mutual) \
-          if args.grpc_use_ssl or args.grpc_use_ssl_mutual else None
-    keepalive = g.KeepAliveOptions(*[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[:2]],
-                                   args.grpc_keepalive_permit_without_calls,
-                                   *[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[2:]])
-    return g.GRPCOptions(ssl, keepalive, restricted, args.grpc_header_forward_pattern, level,
-                         args.grpc_infer_allocation_pool_size, args.reuse_grpc_port)
-
 # %% ../nbs/10_cli.ipynb #7fa90099
-def check_args(args) -> str | None:
-    "The error tritonserver reports for inconsistent flags, or None."
-    if args.load_model and args.model_control_mode != 'explicit':
-        return "Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well."
-    if '*' in args.load_model and len(args.load_model) > 1:
-        return "error: creating server: Invalid argument - Wildcard model name '*' must be the ONLY startup model if specified at all."
-    for path in args.model_repository or []:
-        if not Path(path).is_dir(): return f'error: creating server: Internal - failed to stat file {path}'
-    return check_http_security(args) or check_trace_args(args)
-
 def deprecation_warnings(args) -> list:
     "tritonserver's stderr warnings for its deprecated `--strict-model-config` and `--response-cache-byte-size`."
     out = [] if args.response_cache_byte_size is None else [
@@ -325,48 +211,6 @@ def parse_args(argv=None):
     try: args.response_cache = cache_from_config(args.cache_config, args.response_cache_byte_size)
     except TritonError as e: sys.exit(f'error: {e.message}')
     return args
-
-# %% ../nbs/10_cli.ipynb #244c7803
-class TritonLogFormatter(logging.Formatter):
-    "tritonserver's log line: `I1202 08:45:25.582290 1234 file.py:42] \"message\"`."
-    LETTERS = {logging.ERROR: 'E', logging.WARNING: 'W', logging.CRITICAL: 'E'}
-
-    def __init__(self, iso8601:bool=False): super().__init__(); self.iso8601 = iso8601
-
-    def format(self, record):
-        t = datetime.fromtimestamp(record.created)
-        when = t.strftime('%Y-%m-%dT%H:%M:%SZ') if self.iso8601 else t.strftime('%m%d %H:%M:%S.') + f'{t.microsecond:06d}'
-        letter = self.LETTERS.get(record.levelno, 'I')
-        msg = record.getMessage()
-        if record.exc_info: msg += '\n' + self.formatException(record.exc_info)
-        thread = getattr(record, 'thread_native_id', None) or threading.get_native_id()
-        where = f'{thread} {record.filename}:{record.lineno}]'
-        head = f'{when} {letter} {where}' if self.iso8601 else f'{letter}{when} {where}'
-        if msg.startswith('\n'): return f'{head} {msg}\n'          # a table
-        return f'{head} {json.dumps(msg, ensure_ascii=False)}'
-
-# %% ../nbs/10_cli.ipynb #6779c037
-def setup_logging(args) -> logging.Handler:
-    "Route triton_mini's loggers (server, models, repository) to stderr or --log-file in Triton's format."
-    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(TritonLogFormatter(args.log_format == 'ISO8601'))
-    root = logging.getLogger('triton_mini')
-    root.handlers[:] = [handler]
-    root.propagate = False
-    level = (VERBOSE if args.log_verbose > 0 else logging.INFO if args.log_info else
-             logging.WARNING if args.log_warning else logging.ERROR if args.log_error else logging.CRITICAL + 1)
-    root.setLevel(level)
-    return handler
-
-# %% ../nbs/10_cli.ipynb #fc9ab092
-def model_table(index:list) -> str:
-    "tritonserver's startup table of model versions and their status."
-    rows = [(e['name'], e['version'], e['state'] + (f": {e['reason']}" if e.get('reason') else '')) for e in index if 'version' in e]
-    head = ('Model', 'Version', 'Status')
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
-    sep = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
-    fmt = lambda r: '| ' + ' | '.join(c.ljust(w) for c, w in zip(r, widths)) + ' |'
-    return '\n'.join([sep, fmt(head), sep] + [fmt(r) for r in rows] + [sep])
 
 # %% ../nbs/10_cli.ipynb #1825e6c9
 def example_repository() -> Path:
@@ -423,12 +267,6 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
     if grpc_server is not None: await grpc_server.stop(exit_timeout_secs)
     await asyncio.gather(*tasks)
     return 0
-
-# %% ../nbs/10_cli.ipynb #5ef6dc16
-def _exit_now(sig):
-    log.warning(f'Signal ({int(sig)}) received again: exiting now, without waiting for requests in flight.')
-    for h in logging.getLogger('triton_mini').handlers: h.flush()
-    os._exit(128 + int(sig))
 
 # %% ../nbs/10_cli.ipynb #29a92286
 def start_server(args) -> tuple:
@@ -521,23 +359,6 @@ def main(argv=None) -> int:
     log.info('Server stopped')
     return code
 
-# %% ../nbs/10_cli.ipynb #71a5777e
-class _TimedStop(asyncio.Event):
-    "The event that stops serve_apps, remembering when it was set (the start of the exit timeout)."
-    when = None
-    def set(self):
-        if self.when is None: self.when = time.monotonic()
-        super().set()
-    def remaining(self, budget:float) -> float:
-        return budget if self.when is None else max(budget - (time.monotonic() - self.when), 0.0)
-
-def _exit_timeout_expired(hung:list) -> int:
-    "Log tritonserver's lines for versions still executing at the end of the exit timeout; the exit code (1)."
-    log.info(f'Timeout 0: Found {len(hung)} model versions that have in-flight inferences')
-    for name, version, n in hung: log.info(f"Model '{name}' (version {version}) has {n} in-flight inferences")
-    log.error('failed to stop server: Internal - Exit timeout expired. Exiting immediately.')
-    return 1
-
 # %% ../nbs/10_cli.ipynb #3f8106e5
 def serve(server:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
     "Serve a started TritonServer over HTTP (and metrics) until SIGINT/SIGTERM."
@@ -560,3 +381,185 @@ def wait_for_http(url:str, timeout:float=30) -> bool:
         except urllib.error.HTTPError: return True
         except OSError: time.sleep(0.05)
     return False
+
+# %% ../nbs/10_cli.ipynb #4e523899
+def check_args(args) -> str | None:
+    "The error tritonserver reports for inconsistent flags, or None."
+    if args.load_model and args.model_control_mode != 'explicit':
+        return "Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well."
+    if '*' in args.load_model and len(args.load_model) > 1:
+        return "error: creating server: Invalid argument - Wildcard model name '*' must be the ONLY startup model if specified at all."
+    for path in args.model_repository or []:
+        if not Path(path).is_dir(): return f'error: creating server: Internal - failed to stat file {path}'
+    return check_http_security(args) or check_trace_args(args)
+
+# %% ../nbs/10_cli.ipynb #e73b4979
+def parse_restricted_apis(values:list, option:str='http-restricted-api', prefix:str='', kind:str='api') -> dict:
+    "{api group: (header, value)} from Triton's `<apis>:<key>=<value>` flag values; ValueError with tritonserver's message."
+    rules = {}
+    for arg in values:
+        colon = arg.find(':')
+        eq = arg.find('=', colon + 1)
+        groups, key, value = arg[:colon], arg[colon + 1:eq], arg[eq + 1:]
+        if colon < 0 or eq < 0 or not groups or not key or not value:
+            raise ValueError(f"--{option} option format is '<config name>:<setting>=<value>'. Got {arg}")
+        for g in groups.split(','):
+            if g not in RESTRICTED_API_GROUPS: raise ValueError(f"unknown restricted {kind} '{g}'")
+            if g in rules: raise ValueError(f"restricted {kind} '{g}' can not be specified in multiple config groups")
+            rules[g] = (prefix + key, value)
+    return rules
+
+# %% ../nbs/10_cli.ipynb #9ea6ee94
+def check_http_security(args) -> str | None:
+    "The error for inconsistent HTTP hardening flags, or None."
+    try: parse_restricted_apis(args.http_restricted_api)
+    except ValueError as e: return f'Bad option: "--http-restricted-api".\n{e}'
+    if args.http_header_forward_pattern is not None:
+        try: re.compile(args.http_header_forward_pattern)
+        except re.error as e: return f"error: --http-header-forward-pattern: '{args.http_header_forward_pattern}' is not a regular expression ({e})"
+    for flag in ('http_header_timeout_secs', 'http_body_timeout_secs', 'http_max_header_size', 'http_max_connections'):
+        v = getattr(args, flag)
+        if v is not None and v <= 0: return f"error: --{flag.replace('_', '-')} must be positive, got {v:g}"
+    return None
+
+def http_limits(args) -> tuple:
+    "(HTTP, metrics) HTTPLimits from the flags."
+    limits = HTTPLimits(args.http_header_timeout_secs, args.http_body_timeout_secs, args.http_max_header_size, args.http_max_connections)
+    return limits, dataclasses.replace(limits, max_connections=min(limits.max_connections, 256))
+
+# %% ../nbs/10_cli.ipynb #b084fb75
+_DEPRECATED_TRACE = {'trace_file': 'triton,file=<filepath>', 'trace_level': 'level=<OFF|TIMESTAMPS|TENSORS>',
+                     'trace_rate': 'rate=<rate value>', 'trace_count': 'count=<count value>',
+                     'trace_log_frequency': 'triton,log-frequency=<log frequency value>'}
+_STOI = re.compile(r'[ \t\n\v\f\r]*([+-]?[0-9]+)')
+
+def _trace_int(option:str, value:str) -> int:
+    "tritonserver's ParseOption<int>."
+    m = _STOI.match(value)
+    if not m or not -2**31 <= int(m.group(1)) < 2**31: raise ValueError(f'Bad option: "{option}".\nInvalid option value. Got {value}')
+    return int(m.group(1))
+
+def _trace_level(option:str, value:str) -> tuple:
+    "tritonserver's ParseTraceLevelOption: () for OFF."
+    v = value.lower()
+    if v in ('false', 'off'): return ()
+    if v in ('true', 'on', 'min', 'max', 'timestamps'): return ('TIMESTAMPS',)
+    if v == 'tensors': return ('TENSORS',)
+    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace level option: {v}')
+
+def _trace_mode(option:str, value:str) -> str:
+    v = value.lower()
+    if v in ('triton', 'opentelemetry'): return v
+    raise ValueError(f'Bad option: "{option}".\ninvalid value for trace mode option: {v}. Available options are "triton" and "opentelemetry"')
+
+def _either(a:tuple, b:tuple) -> tuple: return tuple(n for n in ('TIMESTAMPS', 'TENSORS') if n in a or n in b)
+
+# %% ../nbs/10_cli.ipynb #cc707c96
+def _trace_config(arg:str) -> tuple:
+    "tritonserver's ParseTraceConfigOption: (mode or '' for a global setting, setting, value)."
+    comma = arg.find(',')
+    eq = arg.find('=', comma + 1)
+    if comma == 0:
+        raise ValueError(f'Bad option: "--trace-config".\nNo trace mode specified. --trace-config option format is '
+                         f'<trace mode>,<setting>=<value> or <setting>=<value>. Got {arg}')
+    mode = _trace_mode('--trace-config', arg[:comma]) if comma > 0 else ''
+    setting, value = arg[comma + 1:eq], arg[eq + 1:]
+    if eq < 0 or not setting or not value:
+        raise ValueError(f"Bad option: \"--trace-config\".\n--trace-config option format is '<trace mode>,<setting>=<value>'. Got {arg}")
+    return mode, setting, value
+
+def trace_setting_from_args(args, warn=lambda text: print(text, file=sys.stderr)) -> TraceSetting | None:
+    "The TraceSetting the trace flags ask for (None when there are none); ValueError with tritonserver's text."
+    for flag, use in _DEPRECATED_TRACE.items():
+        if getattr(args, flag):
+            name = '--' + flag.replace('_', '-')
+            warn(f"Warning: '{name}' has been deprecated and will be removed in future releases. Please use '--trace-config {use} instead.")
+    configs = [_trace_config(a) for a in args.trace_config]
+    if not configs and not any(getattr(args, f) for f in _DEPRECATED_TRACE): return None
+    s, off = TraceSetting(), False
+    for v in args.trace_level:
+        level = _trace_level('--trace-level', v)
+        off, s.level = off or not level, _either(s.level, level)
+    if args.trace_rate is not None: s.rate = _trace_int('--trace-rate', args.trace_rate) % 2**32
+    if args.trace_count is not None: s.count = _trace_int('--trace-count', args.trace_count)
+    if args.trace_log_frequency is not None: s.log_frequency = _trace_int('--trace-log-frequency', args.trace_log_frequency) % 2**32
+    if args.trace_file is not None: s.file = args.trace_file
+    overriding = "Warning: Overriding deprecated '--trace-{}' in favor of provided {} in --trace-config!"
+    for mode, setting, value in configs:
+        if mode: continue
+        option = f'--trace-config {setting}'
+        if setting == 'rate':
+            if args.trace_rate is not None: warn(overriding.format('rate', 'rate value'))
+            s.rate = _trace_int(option, value) % 2**32
+        elif setting == 'level':
+            if args.trace_level: warn(overriding.format('level', 'level'))
+            s.level = _either(s.level, _trace_level(option, value))
+        elif setting == 'mode': s.mode = _trace_mode(option, value)
+        elif setting == 'count':
+            if args.trace_count is not None: warn(overriding.format('count', 'count'))
+            s.count = _trace_int(option, value)
+    if s.mode == 'opentelemetry':   # the batch span processor's defaults, as tritonserver fills them in (echoed, unused)
+        s.extra = {'bsp_max_export_batch_size': '512', 'bsp_schedule_delay': '5000', 'bsp_max_queue_size': '2048'}
+    for mode, setting, value in configs:
+        if mode != s.mode: continue
+        if mode == 'triton' and setting == 'file':
+            if args.trace_file is not None: warn(overriding.format('file', 'file'))
+            s.file = value
+        elif mode == 'triton' and setting == 'log-frequency':
+            if args.trace_log_frequency is not None: warn("Warning: Overriding deprecated '--trace-log-frequency' in favor of provided log-frequency in --trace-config!")
+            s.log_frequency = _trace_int(f'--trace-config triton,{setting}', value) % 2**32
+        else: s.extra[setting] = value
+    if off: s.level = ()
+    return s
+
+def check_trace_args(args) -> str | None:
+    "Parse the trace flags into `args.trace_setting`; the error tritonserver reports, or None."
+    try: args.trace_setting = trace_setting_from_args(args)
+    except ValueError as e: return str(e)
+    return None
+
+# %% ../nbs/10_cli.ipynb #7862d1ce
+def _bad_option(flag:str, reason) -> ValueError: return ValueError(f'Bad option: "{flag}".\n{reason}')
+
+def grpc_options(args):
+    "The gRPC frontend's GRPCOptions from the flags; ValueError with tritonserver's text for a bad value."
+    from triton_mini import grpc_server as g        # gRPC is optional: imported only when served
+    restricted = {}
+    for value in args.grpc_restricted_protocol:
+        try: g.parse_restricted_protocol(value, restricted)
+        except ValueError as e: raise _bad_option('--grpc-restricted-protocol', e) from None
+    level = args.grpc_infer_response_compression_level.lower()
+    if level not in ('none', 'low', 'medium', 'high'):
+        raise _bad_option('--grpc-infer-response-compression-level', 'invalid argument for --grpc_infer_response_compression_level')
+    try: re.compile(args.grpc_header_forward_pattern)
+    except re.error as e: raise _bad_option('--grpc-header-forward-pattern', f'invalid regular expression: {e}') from None
+    ssl = g.SSLOptions(args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert, args.grpc_use_ssl_mutual) \
+          if args.grpc_use_ssl or args.grpc_use_ssl_mutual else None
+    keepalive = g.KeepAliveOptions(*[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[:2]],
+                                   args.grpc_keepalive_permit_without_calls,
+                                   *[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[2:]])
+    return g.GRPCOptions(ssl, keepalive, restricted, args.grpc_header_forward_pattern, level,
+                         args.grpc_infer_allocation_pool_size, args.reuse_grpc_port)
+
+# %% ../nbs/10_cli.ipynb #5ef6dc16
+def _exit_now(sig):
+    log.warning(f'Signal ({int(sig)}) received again: exiting now, without waiting for requests in flight.')
+    for h in logging.getLogger('triton_mini').handlers: h.flush()
+    os._exit(128 + int(sig))
+
+# %% ../nbs/10_cli.ipynb #71a5777e
+class _TimedStop(asyncio.Event):
+    "The event that stops serve_apps, remembering when it was set (the start of the exit timeout)."
+    when = None
+    def set(self):
+        if self.when is None: self.when = time.monotonic()
+        super().set()
+    def remaining(self, budget:float) -> float:
+        return budget if self.when is None else max(budget - (time.monotonic() - self.when), 0.0)
+
+def _exit_timeout_expired(hung:list) -> int:
+    "Log tritonserver's lines for versions still executing at the end of the exit timeout; the exit code (1)."
+    log.info(f'Timeout 0: Found {len(hung)} model versions that have in-flight inferences')
+    for name, version, n in hung: log.info(f"Model '{name}' (version {version}) has {n} in-flight inferences")
+    log.error('failed to stop server: Internal - Exit timeout expired. Exiting immediately.')
+    return 1

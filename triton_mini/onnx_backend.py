@@ -22,9 +22,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'make_onnx_model', 'save_onnx', 'linear_weights', 'make_linear_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo',
            'tensor_info', 'tensor_infos', 'int_parameter', 'bool_parameter', 'session_options', 'run_options',
-           'model_file', 'ort_error', 'load_session', 'compare_dims', 'validate_inputs', 'validate_outputs',
-           'ONNXRuntimeInstance', 'concat_requests', 'split_batch', 'can_batch', 'autocomplete_tensors',
-           'ONNXRuntimeBackend']
+           'model_file', 'load_session', 'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance',
+           'concat_requests', 'split_batch', 'can_batch', 'autocomplete_tensors', 'ONNXRuntimeBackend', 'ort_error']
 
 # %% ../nbs/04b_onnx_backend.ipynb #09c1304a
 _ONNX_OPSET, _ONNX_IR_VERSION = 14, 8   # old enough for every onnxruntime >= 1.10 to load
@@ -185,13 +184,6 @@ def model_file(version_dir:Path, filename:str, model_name:str) -> Path:
     return path
 
 # %% ../nbs/04b_onnx_backend.ipynb #8b94ee3f
-_ORT_ERROR = re.compile(r'\[ONNXRuntimeError\] : (\d+) : \w+ : (.*)', re.S)
-
-def ort_error(e:Exception) -> TritonError:
-    "An onnxruntime exception as the backend reports it: `onnx runtime error <code>: <message>`."
-    m = _ORT_ERROR.match(str(e))
-    return TritonError(f'onnx runtime error {m[1]}: {m[2]}' if m else f'onnx runtime error: {e}', 'INTERNAL')
-
 def load_session(path:Path, options:ort.SessionOptions) -> ort.InferenceSession:
     "An ONNX Runtime session on the CPU execution provider."
     try: return ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
@@ -206,19 +198,11 @@ def compare_dims(model_name:str, tensor_name:str,
     "Triton's check of a tensor's configured dims against the ONNX model's shape."
     def fits(model, config):
         return len(model) == len(config) and all(m == c or (m == -1 and not exact) for m, c in zip(model, config))
-    where = f"model '{model_name}', tensor '{tensor_name}': "
-    if max_batch_size > 0:
-        if not model_shape or model_shape[0] != -1:
-            raise TritonError(where + 'for the model to support batching the shape should have at least 1 dimension and the first '
-                              f'dimension must be -1; but shape expected by the model is {format_shape(model_shape)}', 'INVALID_ARG')
-        full = [-1, *dims]
-        if not fits(model_shape, full):
-            raise TritonError(where + f'the model expects {len(model_shape)} dimensions (shape {format_shape(model_shape)}) but the '
-                              f'model configuration specifies {len(full)} dimensions (an initial batch dimension because '
-                              f'max_batch_size > 0 followed by the explicit tensor shape, making complete shape {format_shape(full)})', 'INVALID_ARG')
-    elif not fits(model_shape, dims):
-        raise TritonError(where + f'the model expects {len(model_shape)} dimensions (shape {format_shape(model_shape)}) but the '
-                          f'model configuration specifies {len(dims)} dimensions (shape {format_shape(dims)})', 'INVALID_ARG')
+    batching = max_batch_size > 0
+    if batching and (not model_shape or model_shape[0] != -1):
+        raise _dims_error(model_name, tensor_name, model_shape)     # the model has no batch dimension
+    full = [-1, *dims] if batching else list(dims)
+    if not fits(model_shape, full): raise _dims_error(model_name, tensor_name, model_shape, full, batching)
 
 # %% ../nbs/04b_onnx_backend.ipynb #7d8bc4a3
 _CONFIG_TYPES = {wire_to_config(w) for w in _ONNX_DATATYPES.values()}   # the TYPE_* the backend can serve
@@ -463,3 +447,25 @@ def _newest_model_file(model_dir:Path, filename:str) -> Path | None:
         try: return model_file(model_dir / str(v), filename, '')
         except TritonError: continue       # missing, or outside the model folder: never opened
     return None
+
+# %% ../nbs/04b_onnx_backend.ipynb #bce1793a
+_ORT_ERROR = re.compile(r'\[ONNXRuntimeError\] : (\d+) : \w+ : (.*)', re.S)
+
+def ort_error(e:Exception) -> TritonError:
+    "An onnxruntime exception as the backend reports it: `onnx runtime error <code>: <message>`."
+    m = _ORT_ERROR.match(str(e))
+    return TritonError(f'onnx runtime error {m[1]}: {m[2]}' if m else f'onnx runtime error: {e}', 'INTERNAL')
+
+# %% ../nbs/04b_onnx_backend.ipynb #bacd09bd
+def _dims_error(model_name:str, tensor_name:str, model_shape:tuple, full:list|None=None, batching:bool=True) -> TritonError:
+    "Triton's text for configured dims that do not fit the model's shape (`full` None: no batch dimension)."
+    where = f"model '{model_name}', tensor '{tensor_name}': "
+    if full is None:
+        return TritonError(where + 'for the model to support batching the shape should have at least 1 dimension and the first '
+                           f'dimension must be -1; but shape expected by the model is {format_shape(model_shape)}', 'INVALID_ARG')
+    if batching:
+        return TritonError(where + f'the model expects {len(model_shape)} dimensions (shape {format_shape(model_shape)}) but the '
+                           f'model configuration specifies {len(full)} dimensions (an initial batch dimension because '
+                           f'max_batch_size > 0 followed by the explicit tensor shape, making complete shape {format_shape(full)})', 'INVALID_ARG')
+    return TritonError(where + f'the model expects {len(model_shape)} dimensions (shape {format_shape(model_shape)}) but the '
+                       f'model configuration specifies {len(full)} dimensions (shape {format_shape(full)})', 'INVALID_ARG')

@@ -28,15 +28,6 @@ __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_R
            'InferenceResponse', 'InferenceResponseSender', 'is_model_ready', 'load_model', 'unload_model', 'LogLevel',
            'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
 
-# %% ../nbs/04_pb_utils.ipynb #cc910b83
-def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None) -> TypeError:
-    "The TypeError pybind11 raises when a C++-backed pb_utils call gets arguments of the wrong type."
-    got = ', '.join(repr(a) for a in args)
-    if kwargs: got += ('; ' if got else '') + 'kwargs: ' + ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
-    kind = 'constructor' if call == '__init__' else 'function'
-    return TypeError(f'{call}(): incompatible {kind} arguments. The following argument types are supported:\n'
-                     f'    1. {signatures}\n\nInvoked with: {got}')
-
 # %% ../nbs/04_pb_utils.ipynb #0dd2f867
 class _NoMatch(Exception):
     "An argument one of pybind11's casters would not load (the call then raises `_incompatible`)."
@@ -220,25 +211,18 @@ _BLS_ORDER = ('request_id', 'correlation_id', 'inputs', 'requested_output_names'
               'flags', 'timeout', 'preferred_memory', 'trace', 'parameters')
 _BLS_DEFAULTS = dict(request_id='', correlation_id=0, model_version=-1, flags=0, timeout=0, preferred_memory=None,
                      trace=None, parameters=None)
-_BLS_SIGNATURE = ("c_python_backend_utils.InferenceRequest(request_id: str = '', correlation_id: object = 0, "
-                  "inputs: List[triton::backend::python::PbTensor], requested_output_names: List[str], model_name: str, "
-                  "model_version: int = -1, flags: int = 0, timeout: int = 0, preferred_memory: "
-                  "c_python_backend_utils.PreferredMemory = <c_python_backend_utils.PreferredMemory object>, "
-                  "trace: c_python_backend_utils.InferenceTrace = <c_python_backend_utils.InferenceTrace object>, "
-                  "parameters: object = None)")
-
 def _bls_arguments(args:tuple, kwargs:dict) -> dict:
     "Bind the BLS constructor's arguments as pybind11 does, or raise its TypeError."
-    bad = _incompatible('__init__', _BLS_SIGNATURE, args, kwargs)
+    def bad(): return _incompatible('__init__', _BLS_SIGNATURE, args, kwargs)   # the text: in the appendix
     given = dict(zip(_BLS_ORDER, args))
-    if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad
+    if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad()
     a = {**_BLS_DEFAULTS, **given, **kwargs}
-    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad
+    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad()
     try:
         a['request_id'], a['model_name'] = _as_str(a['request_id']), _as_str(a['model_name'])
         a['model_version'], a['flags'], a['timeout'] = _as_int(a['model_version']), _as_int(a['flags'], 'uint32'), _as_int(a['timeout'], 'uint64')
         a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor)), _as_list(a['requested_output_names'], _as_str)
-    except _NoMatch: raise bad from None
+    except _NoMatch: raise bad() from None
     return a
 
 def _check_parameters(p) -> dict:
@@ -721,3 +705,20 @@ def add_input(self:ModelConfig, input:dict):
 def add_output(self:ModelConfig, output:dict):
     "Add (or complete) an output: `name`, `data_type` and `dims`."
     _add_tensor(self, 'output', output, ('name', 'data_type', 'dims'))
+
+# %% ../nbs/04_pb_utils.ipynb #cc910b83
+def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None) -> TypeError:
+    "The TypeError pybind11 raises when a C++-backed pb_utils call gets arguments of the wrong type."
+    got = ', '.join(repr(a) for a in args)
+    if kwargs: got += ('; ' if got else '') + 'kwargs: ' + ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
+    kind = 'constructor' if call == '__init__' else 'function'
+    return TypeError(f'{call}(): incompatible {kind} arguments. The following argument types are supported:\n'
+                     f'    1. {signatures}\n\nInvoked with: {got}')
+
+# %% ../nbs/04_pb_utils.ipynb #fc5dc55a
+_BLS_SIGNATURE = ("c_python_backend_utils.InferenceRequest(request_id: str = '', correlation_id: object = 0, "
+                  "inputs: List[triton::backend::python::PbTensor], requested_output_names: List[str], model_name: str, "
+                  "model_version: int = -1, flags: int = 0, timeout: int = 0, preferred_memory: "
+                  "c_python_backend_utils.PreferredMemory = <c_python_backend_utils.PreferredMemory object>, "
+                  "trace: c_python_backend_utils.InferenceTrace = <c_python_backend_utils.InferenceTrace object>, "
+                  "parameters: object = None)")
