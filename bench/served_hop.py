@@ -54,7 +54,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix='served_hop_') as tmp:
         work = Path(tmp); repo = work / 'repo'
         shutil.copytree(bench.HERE / 'repo', repo)
-        script = work / 'infer.lua'; script.write_text(bench.LUA % bench.BODY)
+        script = work / 'infer.lua'; (work / 'body').write_bytes(bench.BODY.encode())   # bench/run.py's small workload
+        script.write_text(bench.LUA % (work / 'body', 'wrk.headers["Content-Type"] = "application/json"'))
         for run in args.runs:
             mode, _, launcher = run.partition(':')
             bench.MINI_LAUNCHER = str(Path(launcher).resolve()) if launcher else None
