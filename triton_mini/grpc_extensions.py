@@ -22,9 +22,9 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 
 # %% auto #0
 __all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
-           'UnexpectedErrors', 'rpc', 'parse_version', 'split_parameters', 'contents_bytes', 'shm_placement',
-           'shm_output', 'requested_outputs', 'GRPCExtensions', 'parse_restricted_protocol', 'health_service',
-           'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
+           'UnexpectedErrors', 'rpc', 'parse_version', 'split_parameters', 'set_parameter', 'contents_bytes',
+           'shm_placement', 'shm_output', 'requested_outputs', 'GRPCExtensions', 'parse_restricted_protocol',
+           'health_service', 'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
 
 # %% ../nbs/08e_grpc_extensions.ipynb #fdfdc39d
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -140,6 +140,14 @@ def split_parameters(params) -> tuple:
         else: user[key] = getattr(p, kind)
     if reserved.get('priority', 0) < 0: raise TritonError("invalid value for 'priority', expected value >= 0.")
     return user, reserved
+
+# %% ../nbs/08e_grpc_extensions.ipynb #8b1393d9
+def set_parameter(p, value):
+    "Store a Python value in an InferParameter."
+    if isinstance(value, bool): p.bool_param = value
+    elif isinstance(value, int): p.int64_param = value
+    elif isinstance(value, float): p.double_param = value
+    else: p.string_param = str(value)
 
 # %% ../nbs/08e_grpc_extensions.ipynb #ad1b5274
 _FIELDS = [('bool_contents', np.bool_, ('BOOL',)), ('int_contents', np.int32, ('INT8', 'INT16', 'INT32')),

@@ -6,34 +6,37 @@
 from __future__ import annotations
 import asyncio, json, logging, re, threading, time
 from collections import deque
-from dataclasses import dataclass, field
 
 import grpc
 from grpc import aio
 import numpy as np
 from pathlib import Path
-from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pb_grpc, model_config_pb2
 from fastcore.basics import patch
 
 from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, format_shape, np_dtype, wire_from_numpy,
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
-from .server import (TritonServer, call_in_loop, validate_request, classify, apply_log_settings, off_loop, output_bytes,
+from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop, output_bytes,
                                 OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
 from .shared_memory import Placement
 from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the admin RPCs, serving options
-    GRPC_STATUS, _forget, grpc_status, INTERNAL_MESSAGE, UnexpectedErrors, UNPARSABLE, _UNPARSABLE_STATUS, _parser, rpc,
-    _STOL, parse_version, _RESERVED, _USER_KINDS, split_parameters, _FIELDS, _pack, contents_bytes, _shm_int, shm_placement,
-    shm_output, requested_outputs, GRPCExtensions, _message, _load_parameters, _LOG_SETTINGS, _update_log_settings, PROTOCOL_GROUPS,
-    RESTRICTED_HEADER_PREFIX, parse_restricted_protocol, _SERVING, _NOT_SERVING, health_service, KeepAliveOptions, SSLOptions,
-    GRPCOptions, _MAX_MESSAGE, _KEEPALIVE_ARGS, _COMPRESSION, channel_args, _read_pem, server_credentials)
+    grpc_status, rpc, UnexpectedErrors, UNPARSABLE, _parser, parse_version, split_parameters, set_parameter, contents_bytes,
+    shm_placement, requested_outputs, GRPCExtensions, _message, health_service, GRPCOptions, channel_args,
+    server_credentials, _COMPRESSION)
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'decode_inputs', 'decode_infer_request', 'set_parameter', 'encode_infer_response', 'GRPCFrontend',
-           'InferStream', 'StreamRequest', 'inference_service', 'serve', 'GRPCService']
+__all__ = ['log', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
+           'StreamRequest', 'inference_service', 'serve', 'GRPCService']
+
+# %% ../nbs/08a_grpc.ipynb #725471c6
+# Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
+from triton_mini.grpc_extensions import (GRPC_STATUS, _forget, INTERNAL_MESSAGE, _UNPARSABLE_STATUS, _STOL, _RESERVED,
+    _USER_KINDS, _FIELDS, _pack, _shm_int, shm_output, _load_parameters, _LOG_SETTINGS, _update_log_settings, PROTOCOL_GROUPS,
+    RESTRICTED_HEADER_PREFIX, parse_restricted_protocol, _SERVING, _NOT_SERVING, KeepAliveOptions, SSLOptions, _MAX_MESSAGE,
+    _KEEPALIVE_ARGS, _read_pem)
 
 # %% ../nbs/08a_grpc.ipynb #06b6253c
 def _stand_in(t, spec) -> TensorHeader:
@@ -88,14 +91,6 @@ def decode_infer_request(request, m, version:int, forwarded:dict|None=None, shm=
         validate_request(m, InferenceRequest(req.model_name, dict(inputs), id=req.id, requested_outputs=outputs))
         raise deferred
     return req, classes, reserved.get('triton_enable_empty_final_response', False)
-
-# %% ../nbs/08a_grpc.ipynb #ee7305a0
-def set_parameter(p, value):
-    "Store a Python value in an InferParameter."
-    if isinstance(value, bool): p.bool_param = value
-    elif isinstance(value, int): p.int64_param = value
-    elif isinstance(value, float): p.double_param = value
-    else: p.string_param = str(value)
 
 # %% ../nbs/08a_grpc.ipynb #549312e1
 def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, classes:dict) -> pb.ModelInferResponse:
