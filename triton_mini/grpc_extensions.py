@@ -22,9 +22,9 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 
 # %% auto #0
 __all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
-           'UnexpectedErrors', 'rpc', 'parse_version', 'split_parameters', 'set_parameter', 'contents_bytes',
-           'shm_placement', 'shm_output', 'requested_outputs', 'GRPCExtensions', 'parse_restricted_protocol',
-           'health_service', 'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
+           'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions', 'parse_restricted_protocol', 'health_service',
+           'split_parameters', 'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output', 'requested_outputs',
+           'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
 
 # %% ../nbs/08e_grpc_extensions.ipynb #fdfdc39d
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -113,106 +113,6 @@ def parse_version(version:str) -> int:
                           "version should be an integral value > 0")
     if v < 0: raise TritonError(f"invalid model version specified '{version}' , version should be an integral value > 0")
     return v
-
-# %% ../nbs/08e_grpc_extensions.ipynb #53a8172c
-_RESERVED = {'sequence_id': (('int64_param', 'string_param'), 'int64_param or string_param'),
-             'sequence_start': (('bool_param',), 'bool_param'), 'sequence_end': (('bool_param',), 'bool_param'),
-             'priority': (('int64_param', 'uint64_param'), 'int64_param or uint64_param'),
-             'timeout': (('int64_param',), 'int64_param'),
-             'triton_enable_empty_final_response': (('bool_param',), 'bool_param')}
-_USER_KINDS = ('int64_param', 'bool_param', 'string_param', 'double_param')
-
-# %% ../nbs/08e_grpc_extensions.ipynb #bc377815
-def split_parameters(params) -> tuple:
-    "(user parameters, reserved parameters) of a ModelInferRequest, as Python values, checked as Triton does."
-    user, reserved = {}, {}
-    for key, p in params.items():
-        kind = p.WhichOneof('parameter_choice')
-        if key in _RESERVED:
-            kinds, expected = _RESERVED[key]
-            if kind not in kinds: raise TritonError(f"invalid value type for '{key}' parameter, expected {expected}.")
-            reserved[key] = getattr(p, kind)
-        elif key.startswith('triton_'):
-            raise TritonError("parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
-                              "starting with 'triton_' are allowed: triton_enable_empty_final_response")
-        elif kind not in _USER_KINDS:
-            raise TritonError(f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param.")
-        else: user[key] = getattr(p, kind)
-    if reserved.get('priority', 0) < 0: raise TritonError("invalid value for 'priority', expected value >= 0.")
-    return user, reserved
-
-# %% ../nbs/08e_grpc_extensions.ipynb #8b1393d9
-def set_parameter(p, value):
-    "Store a Python value in an InferParameter."
-    if isinstance(value, bool): p.bool_param = value
-    elif isinstance(value, int): p.int64_param = value
-    elif isinstance(value, float): p.double_param = value
-    else: p.string_param = str(value)
-
-# %% ../nbs/08e_grpc_extensions.ipynb #ad1b5274
-_FIELDS = [('bool_contents', np.bool_, ('BOOL',)), ('int_contents', np.int32, ('INT8', 'INT16', 'INT32')),
-           ('int64_contents', np.int64, ('INT64',)), ('uint_contents', np.uint32, ('UINT8', 'UINT16', 'UINT32')),
-           ('uint64_contents', np.uint64, ('UINT64',)), ('fp32_contents', np.float32, ('FP32',)),
-           ('fp64_contents', np.float64, ('FP64',)), ('bytes_contents', object, ('BYTES',))]
-
-def _pack(values, field_dtype, wire:str) -> bytes:
-    "Values of one contents field as raw bytes of `wire` (narrow integers keep their low bytes)."
-    if wire == 'BYTES': return serialize_byte_tensor(list(values))
-    return np.array(values, field_dtype).astype(DATATYPES[wire].np_dtype.newbyteorder('<')).tobytes()
-
-# %% ../nbs/08e_grpc_extensions.ipynb #0184d2ec
-def contents_bytes(tensor, model:str) -> bytes:
-    "The raw bytes of an input sent as typed `contents`, with Triton's errors for the wrong field."
-    data, found = b'', False
-    for field, field_dtype, wires in _FIELDS:
-        values = getattr(tensor.contents, field)
-        if not values: continue
-        carried = tensor.datatype if tensor.datatype in wires else wires[-1]
-        if found: raise TritonError(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}', binary data was already supplied.")
-        if carried != tensor.datatype:
-            expected = tensor.datatype if tensor.datatype in DATATYPES else '<invalid>'
-            raise TritonError(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}' of type '{carried}', expected datatype '{expected}'")
-        data, found = _pack(values, field_dtype, carried), True
-    return data
-
-# %% ../nbs/08e_grpc_extensions.ipynb #a988ab40
-def _shm_int(t, key:str) -> int|None:
-    "An int64 shared-memory parameter of tensor `t` as Triton's size_t (None when absent)."
-    if key not in t.parameters: return None
-    p = t.parameters[key]
-    if p.WhichOneof('parameter_choice') != 'int64_param':
-        raise TritonError(f"invalid value type for '{key}' parameter for tensor '{t.name}', expected int64_param.")
-    return p.int64_param & ((1 << 64) - 1)
-
-def shm_placement(t, shm) -> Placement:
-    "The window input or output `t` names in its parameters, checked against the registry `shm`."
-    p = t.parameters['shared_memory_region']
-    if p.WhichOneof('parameter_choice') != 'string_param':
-        raise TritonError(f"invalid value type for 'shared_memory_region' parameter for tensor '{t.name}', expected string_param.")
-    size, offset = _shm_int(t, 'shared_memory_byte_size'), _shm_int(t, 'shared_memory_offset')
-    if size is None:
-        raise TritonError(f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{t.name}'")
-    return shm.placement(p.string_param, offset or 0, size)
-
-def shm_output(o, shm) -> Placement:
-    "A requested output's window; Triton refuses it together with classification."
-    if 'classification' in o.parameters: raise TritonError("output can't set both 'shared_memory_region' and 'classification'")
-    return shm_placement(o, shm)
-
-# %% ../nbs/08e_grpc_extensions.ipynb #6f23893c
-def requested_outputs(request, shm=None) -> tuple:
-    "(requested output names or None, {name: classification count or shared-memory Placement}) of a ModelInferRequest."
-    names, classes = [], {}
-    for o in request.outputs:
-        if 'shared_memory_region' in o.parameters: classes[o.name] = shm_output(o, shm)   # the shared-memory parameters, above
-        if 'classification' in o.parameters:
-            p = o.parameters['classification']
-            if p.WhichOneof('parameter_choice') != 'int64_param':
-                raise TritonError("invalid value type for 'classification' parameter, expected int64_param")
-            if p.int64_param <= 0: raise TritonError("invalid value for 'classification' parameter, expected >= 0")
-            classes[o.name] = p.int64_param
-        if o.name not in names: names.append(o.name)
-    return names or None, classes
 
 # %% ../nbs/08e_grpc_extensions.ipynb #5cd24d5e
 class GRPCExtensions:
@@ -384,6 +284,106 @@ def health_service(frontend):
     "The `grpc.health.v1.Health` service (Check only, as in Triton) for a frontend."
     check = grpc.unary_unary_rpc_method_handler(frontend.HealthCheck, request_deserializer=bytes, response_serializer=bytes)
     return grpc.method_handlers_generic_handler('grpc.health.v1.Health', {'Check': check})
+
+# %% ../nbs/08e_grpc_extensions.ipynb #53a8172c
+_RESERVED = {'sequence_id': (('int64_param', 'string_param'), 'int64_param or string_param'),
+             'sequence_start': (('bool_param',), 'bool_param'), 'sequence_end': (('bool_param',), 'bool_param'),
+             'priority': (('int64_param', 'uint64_param'), 'int64_param or uint64_param'),
+             'timeout': (('int64_param',), 'int64_param'),
+             'triton_enable_empty_final_response': (('bool_param',), 'bool_param')}
+_USER_KINDS = ('int64_param', 'bool_param', 'string_param', 'double_param')
+
+# %% ../nbs/08e_grpc_extensions.ipynb #bc377815
+def split_parameters(params) -> tuple:
+    "(user parameters, reserved parameters) of a ModelInferRequest, as Python values, checked as Triton does."
+    user, reserved = {}, {}
+    for key, p in params.items():
+        kind = p.WhichOneof('parameter_choice')
+        if key in _RESERVED:
+            kinds, expected = _RESERVED[key]
+            if kind not in kinds: raise TritonError(f"invalid value type for '{key}' parameter, expected {expected}.")
+            reserved[key] = getattr(p, kind)
+        elif key.startswith('triton_'):
+            raise TritonError("parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
+                              "starting with 'triton_' are allowed: triton_enable_empty_final_response")
+        elif kind not in _USER_KINDS:
+            raise TritonError(f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param.")
+        else: user[key] = getattr(p, kind)
+    if reserved.get('priority', 0) < 0: raise TritonError("invalid value for 'priority', expected value >= 0.")
+    return user, reserved
+
+# %% ../nbs/08e_grpc_extensions.ipynb #8b1393d9
+def set_parameter(p, value):
+    "Store a Python value in an InferParameter."
+    if isinstance(value, bool): p.bool_param = value
+    elif isinstance(value, int): p.int64_param = value
+    elif isinstance(value, float): p.double_param = value
+    else: p.string_param = str(value)
+
+# %% ../nbs/08e_grpc_extensions.ipynb #ad1b5274
+_FIELDS = [('bool_contents', np.bool_, ('BOOL',)), ('int_contents', np.int32, ('INT8', 'INT16', 'INT32')),
+           ('int64_contents', np.int64, ('INT64',)), ('uint_contents', np.uint32, ('UINT8', 'UINT16', 'UINT32')),
+           ('uint64_contents', np.uint64, ('UINT64',)), ('fp32_contents', np.float32, ('FP32',)),
+           ('fp64_contents', np.float64, ('FP64',)), ('bytes_contents', object, ('BYTES',))]
+
+def _pack(values, field_dtype, wire:str) -> bytes:
+    "Values of one contents field as raw bytes of `wire` (narrow integers keep their low bytes)."
+    if wire == 'BYTES': return serialize_byte_tensor(list(values))
+    return np.array(values, field_dtype).astype(DATATYPES[wire].np_dtype.newbyteorder('<')).tobytes()
+
+# %% ../nbs/08e_grpc_extensions.ipynb #0184d2ec
+def contents_bytes(tensor, model:str) -> bytes:
+    "The raw bytes of an input sent as typed `contents`, with Triton's errors for the wrong field."
+    data, found = b'', False
+    for field, field_dtype, wires in _FIELDS:
+        values = getattr(tensor.contents, field)
+        if not values: continue
+        carried = tensor.datatype if tensor.datatype in wires else wires[-1]
+        if found: raise TritonError(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}', binary data was already supplied.")
+        if carried != tensor.datatype:
+            expected = tensor.datatype if tensor.datatype in DATATYPES else '<invalid>'
+            raise TritonError(f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}' of type '{carried}', expected datatype '{expected}'")
+        data, found = _pack(values, field_dtype, carried), True
+    return data
+
+# %% ../nbs/08e_grpc_extensions.ipynb #a988ab40
+def _shm_int(t, key:str) -> int|None:
+    "An int64 shared-memory parameter of tensor `t` as Triton's size_t (None when absent)."
+    if key not in t.parameters: return None
+    p = t.parameters[key]
+    if p.WhichOneof('parameter_choice') != 'int64_param':
+        raise TritonError(f"invalid value type for '{key}' parameter for tensor '{t.name}', expected int64_param.")
+    return p.int64_param & ((1 << 64) - 1)
+
+def shm_placement(t, shm) -> Placement:
+    "The window input or output `t` names in its parameters, checked against the registry `shm`."
+    p = t.parameters['shared_memory_region']
+    if p.WhichOneof('parameter_choice') != 'string_param':
+        raise TritonError(f"invalid value type for 'shared_memory_region' parameter for tensor '{t.name}', expected string_param.")
+    size, offset = _shm_int(t, 'shared_memory_byte_size'), _shm_int(t, 'shared_memory_offset')
+    if size is None:
+        raise TritonError(f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{t.name}'")
+    return shm.placement(p.string_param, offset or 0, size)
+
+def shm_output(o, shm) -> Placement:
+    "A requested output's window; Triton refuses it together with classification."
+    if 'classification' in o.parameters: raise TritonError("output can't set both 'shared_memory_region' and 'classification'")
+    return shm_placement(o, shm)
+
+# %% ../nbs/08e_grpc_extensions.ipynb #6f23893c
+def requested_outputs(request, shm=None) -> tuple:
+    "(requested output names or None, {name: classification count or shared-memory Placement}) of a ModelInferRequest."
+    names, classes = [], {}
+    for o in request.outputs:
+        if 'shared_memory_region' in o.parameters: classes[o.name] = shm_output(o, shm)   # the shared-memory parameters, above
+        if 'classification' in o.parameters:
+            p = o.parameters['classification']
+            if p.WhichOneof('parameter_choice') != 'int64_param':
+                raise TritonError("invalid value type for 'classification' parameter, expected int64_param")
+            if p.int64_param <= 0: raise TritonError("invalid value for 'classification' parameter, expected >= 0")
+            classes[o.name] = p.int64_param
+        if o.name not in names: names.append(o.name)
+    return names or None, classes
 
 # %% ../nbs/08e_grpc_extensions.ipynb #067c8f90
 @dataclass
