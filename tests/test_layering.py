@@ -24,7 +24,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
 FRONT_ENDS = {'http_server', 'grpc_server', 'metrics_server', 'openai_frontend', 'tritonserver'}
 IN_PROCESS_FRONT_ENDS = {'tritonserver'}   # Triton's Python API: used by importing it, not put on a socket by the CLI
-FRONT_END_HELPERS = {'http_hardening': 'http_server'}   # a front end's own helper module: what it needs, that no other front end uses
+FRONT_END_HELPERS = {'http_hardening': 'http_server', 'grpc_extensions': 'grpc_server'}   # a front end's own helper module: what it needs, that no other front end uses
 COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}
@@ -52,7 +52,7 @@ def test_front_ends_never_import_each_other():
     for fe in FRONT_ENDS: assert not imports_of(fe) & (FRONT_ENDS - {fe}), (fe, imports_of(fe))
 
 def test_front_end_helpers_belong_to_one_front_end():
-    "A front end's helper module (08d_http_hardening for HTTP) stands on the core only, and only its front end imports it."
+    "A front end's helper module (08d_http_hardening for HTTP, 08e_grpc_extensions for gRPC) stands on the core only, and only its front end imports it."
     for helper, owner in FRONT_END_HELPERS.items():
         assert imports_of(helper) <= CORE, (helper, imports_of(helper))
         assert helper in imports_of(owner), (owner, helper)
