@@ -2,11 +2,13 @@
 
     python bench/ray_replicas.py                  # 2 CPUs, 4 client threads, 10 s per point, ~1 min
     python bench/ray_replicas.py --seconds 20 --iterations 500000
+    python bench/ray_replicas.py --replicas 1,2,3 --json bench/results/ray-replicas.json   # the notebook's picture
 
 Starts a local Ray cluster (num_cpus=2), deploys `cpu_bound` (triton_mini.ray_serve.cpu_bound_model: a pure-Python
 loop that holds the GIL, one instance) with 1 replica, then 2 (the same application redeployed), and sends
-tritonclient.http infer calls from client threads for --seconds at each point. Prints req/s and the ratio."""
-import argparse, socket, sys, tempfile, threading, time
+tritonclient.http infer calls from client threads for --seconds at each point. Prints req/s and the ratios to one
+replica; --json also writes them (with the settings and the machine's CPU count) for 12_ray_serve's picture."""
+import argparse, json, os, socket, sys, tempfile, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -36,18 +38,25 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--seconds', type=float, default=10); ap.add_argument('--clients', type=int, default=4)
     ap.add_argument('--iterations', type=int, default=3_000_000)
+    ap.add_argument('--replicas', default='1,2', help='comma-separated replica counts, measured in this order')
+    ap.add_argument('--json', help='also write the figures to this file')
     a = ap.parse_args()
     repo = Path(tempfile.mkdtemp()); cpu_bound_model(repo, iterations=a.iterations)
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={'env_vars': {'PYTHONPATH': str(ROOT)}})
     try:
         rates = {}
-        for n in (1, 2):
+        for n in [int(x) for x in a.replicas.split(',')]:
             rt = RayTriton.run(repo, port=port, num_replicas=n)
             rates[n] = measure(rt.url.removeprefix('http://'), a.seconds, a.clients)
             print(f'{n} replica(s): {rates[n]:.1f} req/s', flush=True)
-        print(f'ratio 2/1: {rates[2] / rates[1]:.2f}x  ({a.clients} clients, {a.iterations} iterations per request, '
-              f'{a.seconds:.0f} s per point, 2 CPUs)')
+        one = rates.get(1)
+        if one: print('ratios to 1 replica: ' + ', '.join(f'{n}: {r / one:.2f}x' for n, r in rates.items()) +
+                      f'  ({a.clients} clients, {a.iterations} iterations per request, {a.seconds:.0f} s per point, 2 CPUs)')
+        if a.json:
+            Path(a.json).write_text(json.dumps({'req_per_s': {str(n): r for n, r in rates.items()}, 'clients': a.clients,
+                'iterations': a.iterations, 'seconds': a.seconds, 'ray_num_cpus': 2, 'machine_cpus': os.cpu_count(),
+                'date': time.strftime('%Y-%m-%d')}, indent=1) + '\n')
     finally:
         serve.shutdown(); ray.shutdown()
 
