@@ -44,6 +44,9 @@ def test_the_tutorial_snippet(capsys):
 
 
 # --- Ray Serve's "Serving models with Triton Server in Ray Serve", minus Ray (the deployment class as a plain class) ---
+# The calls are those of triton-inference-server/tutorials, Triton_Inference_Server_Python_API/examples/rayserve/
+# tritonserver_deployment.py (checked 2026-12-05): metadata(), models(), model(..).ready(), load(), infer(inputs=...)
+# with nested lists, outputs[..].to_string_array() and numpy.from_dlpack(outputs[..]).
 
 TEXT_MODEL = '''
 import numpy as np
@@ -67,6 +70,15 @@ class TritonPythonModel:
                 for r in requests]
 '''
 
+STRING_IDENTITY = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("string_output",
+                    pb_utils.get_input_tensor_by_name(r, "string_input").as_numpy())]) for r in requests]
+'''
+
 @pytest.fixture
 def diffusion_repo(tmp_path):
     write_model(tmp_path, 'stable_diffusion', '''
@@ -74,6 +86,11 @@ def diffusion_repo(tmp_path):
         max_batch_size: 1
         input [{ name: "prompt" data_type: TYPE_STRING dims: [1] }]
         output [{ name: "generated_image" data_type: TYPE_FP32 dims: [8, 8, 3] }]''', TEXT_MODEL)
+    write_model(tmp_path, 'identity', '''
+        backend: "python"
+        max_batch_size: 1
+        input [{ name: "string_input" data_type: TYPE_STRING dims: [1] }]
+        output [{ name: "string_output" data_type: TYPE_STRING dims: [1] }]''', STRING_IDENTITY)
     for name in ('text_encoder', 'vae'):
         write_model(tmp_path, name, '''
             backend: "python"
@@ -90,6 +107,17 @@ class TritonDeployment:   # Ray's example, with @serve.deployment/@serve.ingress
             log_info=False,
         )
         self._triton_server.start(wait_until_ready=True)
+        self.metadata, self.models = self._triton_server.metadata(), self._triton_server.models()   # the example prints them
+
+    def test(self, name: str) -> str:
+        if not self._triton_server.model("identity").ready():
+            self._test_model = self._triton_server.load("identity")
+
+        output = []
+        for response in self._test_model.infer(inputs={"string_input": [[name]]}):
+            output.append(response.outputs["string_output"].to_string_array()[0][0])
+
+        return "".join(output)
 
     def generate(self, prompt: str):
         if not self._triton_server.model("stable_diffusion").ready():
@@ -112,11 +140,15 @@ class TritonDeployment:   # Ray's example, with @serve.deployment/@serve.ingress
 
 def test_the_ray_serve_example(diffusion_repo):
     d = TritonDeployment([str(diffusion_repo)])
+    assert d.metadata['name'] == 'triton'
+    assert {(n, m.state) for (n, _), m in d.models.items()} == {     # explicit mode: the index, nothing loaded yet
+        ('identity', None), ('stable_diffusion', None), ('text_encoder', None), ('vae', None)}
+    assert d.test("Theodore") == "Theodore"                            # the example's /identity endpoint
     image = d.generate("a cat")
     assert image.shape == (8, 8, 3) and image.dtype == np.uint8 and int(image[0, 0, 0]) == 50
     assert d.generate("hello").max() == 50          # the second call finds the model ready
     assert {k for k, m in d._triton_server.models(exclude_not_ready=True).items()} == {
-        ('stable_diffusion', 1), ('text_encoder', 1), ('vae', 1)}
+        ('identity', 1), ('stable_diffusion', 1), ('text_encoder', 1), ('vae', 1)}
     d._triton_server.stop()
 
 
