@@ -1,20 +1,27 @@
 #!/usr/bin/env python
 """Time to first token and tokens/s through the OpenAI API: triton-mini's OpenAI front end (--openai-port, over the
 bundled qwen_gguf_stream model.py) against llama-cpp-python's own `llama_cpp.server`, same GGUF, same prompt, greedy,
-one stream alone and two at once, rounds interleaved. (Issue 15.)
+one stream alone and two at once, rounds interleaved; and the same model.py on real Triton 2.51 (Python backend, its
+`generate_stream` endpoint: Triton has no OpenAI API over the Python backend) against triton-mini's `generate_stream`.
+(Issue 15.)
 
-    python bench/openai_llm.py                   # ~2 min; writes bench/results/<date>-openai-llm.md
-    python bench/openai_llm.py --rounds 1 --no-save
+    python bench/openai_llm.py                   # ~4 min; writes bench/results/<date>-openai-llm.md
+    python bench/openai_llm.py --rounds 1 --no-save --no-triton
 
 The GGUF is write_tiny_gguf's random-weight model made big enough that a token takes milliseconds (8 layers, 512
 wide): the figures compare serving stacks, not models. Configurations, each a separate server process:
 - triton-mini, 1 instance x 2 llama.cpp threads, and 2 instances x 1 thread (process mode: each instance its own stub);
-- llama_cpp.server with n_threads 2 and with n_threads 1 (it serves one model object: concurrent streams take turns).
+- llama_cpp.server with n_threads 2 and with n_threads 1 (it serves one model object: concurrent streams take turns);
+- real Triton 2.51 (tools/real_triton.py) and triton-mini over `generate_stream` (server-sent events of the KServe
+  generate extension), 1 x 2 and 2 x 1: llama-cpp-python is installed into the oracle's environment from pip's cache
+  (the same wheel) on first use.
+Time to first token is the median over `--ttft-requests` one-stream requests (one request is a few ms wide and noisy).
 Needs `pip install 'llama-cpp-python[server]' openai` (the server extra: fastapi, sse-starlette, starlette-context, pydantic-settings).
 """
 import argparse, datetime, os, shutil, socket, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 from pathlib import Path
 
+import json, http.client
 import openai
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,12 +32,12 @@ def free_port():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 
-def wait_ready(port, proc, timeout=120):
+def wait_ready(port, proc, timeout=120, path='/v1/models'):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None: raise RuntimeError(f'server exited with {proc.returncode}')
         try:
-            with urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/models', timeout=2) as r:
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}{path}', timeout=2) as r:
                 if r.status == 200: return
         except OSError: time.sleep(0.3)
     raise TimeoutError('server did not become ready')
@@ -51,14 +58,36 @@ def make_repo(root:Path, gguf:Path, count:int, threads:int) -> Path:
     return repo
 
 
-def start(kind, root, gguf, count, threads):
+def triton_env():
+    "The oracle's environment with llama-cpp-python in it (the wheel pip built for this venv, from pip's cache)."
+    sys.path.insert(0, str(ROOT / 'tools')); import real_triton
+    real_triton.install()
+    py = str(real_triton.venv_python())
+    if subprocess.run([py, '-c', 'import llama_cpp'], capture_output=True).returncode:
+        from importlib.metadata import version
+        subprocess.run([py, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', f"llama-cpp-python=={version('llama_cpp_python')}"], check=True)
+    return {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}   # our pb_utils shim must not shadow Triton's
+
+
+def start(kind, root, gguf, count, threads, api='openai'):
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if kind == 'triton':
+        cmd = [sys.executable, str(ROOT / 'tools' / 'real_triton.py'), f'--model-repository={make_repo(root, gguf, count, threads)}',
+               f'--http-port={port}', f'--grpc-port={free_port()}', f'--metrics-port={free_port()}', '--log-info=false']
+        proc = subprocess.Popen(cmd, env=triton_env(), cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(port, proc, path='/v2/health/ready')
+        return proc, port, 'qwen_gguf_stream'
     if kind == 'mini':
+        http = free_port()
         cmd = [sys.executable, '-m', 'triton_mini', '--model-repository', str(make_repo(root, gguf, count, threads)),
-               '--python-backend-mode=process', '--allow-grpc=false', '--allow-metrics=false', f'--http-port={free_port()}',
+               '--python-backend-mode=process', '--allow-grpc=false', '--allow-metrics=false', f'--http-port={http}',
                f'--openai-port={port}', '--log-info=false']
         model = 'qwen_gguf_stream'
+        if api == 'generate':
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_ready(port, proc)
+            return proc, http, model
     else:
         cmd = [sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--n_threads', str(threads), '--host', '127.0.0.1',
                '--port', str(port), '--n_ctx', '512', '--verbose', 'false']
@@ -77,39 +106,68 @@ def one_stream(client, model):
     return first, tokens, time.perf_counter() - t0
 
 
-def measure(port, model, streams):
-    client = openai.OpenAI(base_url=f'http://127.0.0.1:{port}/v1', api_key='x', max_retries=0, timeout=300)
-    warm = [threading.Thread(target=one_stream, args=(client, model)) for _ in range(2)]   # warm every instance (up to 2)
+def generate_stream(port, model):
+    "One streamed generation over KServe's generate extension (SSE), the same greedy request: (TTFT, tokens, seconds)."
+    body = json.dumps({'prompt': PROMPT, 'max_tokens': MAX_TOKENS, 'temperature': 0.0})
+    t0, first, tokens = time.perf_counter(), None, 0
+    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=300)
+    conn.request('POST', f'/v2/models/{model}/generate_stream', body, {'Content-Type': 'application/json'})
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    for line in r:
+        if line.startswith(b'data:') and json.loads(line[5:]).get('generated_text'):
+            tokens += 1
+            if first is None: first = time.perf_counter() - t0
+    conn.close()
+    return first, tokens, time.perf_counter() - t0
+
+
+def measure(port, model, streams, api='openai', ttft_requests=1):
+    if api == 'openai':
+        client = openai.OpenAI(base_url=f'http://127.0.0.1:{port}/v1', api_key='x', max_retries=0, timeout=300)
+        run = lambda: one_stream(client, model)
+    else: run = lambda: generate_stream(port, model)
+    warm = [threading.Thread(target=run) for _ in range(2)]   # warm every instance (up to 2)
     for t in warm: t.start()
     for t in warm: t.join()
-    out, threads = [], [threading.Thread(target=lambda: out.append(one_stream(client, model))) for _ in range(streams)]
+    out, threads = [], [threading.Thread(target=lambda: out.append(run())) for _ in range(streams)]
     t0 = time.perf_counter()
     for t in threads: t.start()
     for t in threads: t.join()
     wall = time.perf_counter() - t0
-    return {'ttft_ms': 1000 * statistics.mean(o[0] for o in out), 'tokens_per_s': sum(o[1] for o in out) / wall}
+    ttft = statistics.mean(o[0] for o in out)
+    if streams == 1 and ttft_requests > 1: ttft = statistics.median([ttft] + [run()[0] for _ in range(ttft_requests - 1)])
+    return {'ttft_ms': 1000 * ttft, 'tokens_per_s': sum(o[1] for o in out) / wall}
 
 
 CONFIGS = [('mini', 1, 2, 'triton-mini, 1 instance x 2 threads'), ('mini', 2, 1, 'triton-mini, 2 instances x 1 thread'),
            ('llama', 1, 2, 'llama_cpp.server, n_threads 2'), ('llama', 1, 1, 'llama_cpp.server, n_threads 1')]
+TRITON_CONFIGS = [('triton', 1, 2, 'real Triton 2.51 generate_stream, 1 instance x 2 threads'),
+                  ('mini', 1, 2, 'triton-mini generate_stream, 1 instance x 2 threads'),
+                  ('triton', 2, 1, 'real Triton 2.51 generate_stream, 2 instances x 1 thread'),
+                  ('mini', 2, 1, 'triton-mini generate_stream, 2 instances x 1 thread')]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--no-save', action='store_true')
+    ap.add_argument('--no-triton', action='store_true', help='leave out real Triton (and triton-mini over generate_stream)')
+    ap.add_argument('--ttft-requests', type=int, default=10, help='one-stream requests whose median is the TTFT')
     args = ap.parse_args()
+    configs = CONFIGS + ([] if args.no_triton else TRITON_CONFIGS)
     sys.path.insert(0, str(ROOT))
     from triton_mini.llm import write_tiny_gguf
     root = Path(tempfile.mkdtemp(prefix='openai_llm_'))
     gguf = root / 'model.gguf'
     write_tiny_gguf(gguf, n_ctx=512, n_layer=8, n_embd=512, n_head=8, n_ff=1376)
-    results = {c[3]: {1: [], 2: []} for c in CONFIGS}
+    results = {c[3]: {1: [], 2: []} for c in configs}
     for r in range(args.rounds):
-        for kind, count, threads, label in CONFIGS:
-            proc, port, model = start(kind, root, gguf, count, threads)
+        for kind, count, threads, label in configs:
+            api = 'generate' if 'generate_stream' in label else 'openai'
+            proc, port, model = start(kind, root, gguf, count, threads, api)
             try:
-                for streams in (1, 2): results[label][streams].append(measure(port, model, streams))
+                for streams in (1, 2): results[label][streams].append(measure(port, model, streams, api, args.ttft_requests))
             finally: proc.terminate(); proc.wait(30)
             print(f'round {r + 1}: {label}: ' + ', '.join(f"{s} stream(s) {results[label][s][-1]['tokens_per_s']:.0f} tok/s, "
                                                          f"TTFT {results[label][s][-1]['ttft_ms']:.1f} ms" for s in (1, 2)), flush=True)
@@ -123,12 +181,17 @@ def main():
     ratios = (f"One stream, 2 threads each: triton-mini / llama_cpp.server tokens/s {best1['tokens_per_s'] / anchor1['tokens_per_s']:.2f}x, "
               f"TTFT {best1['ttft_ms'] / anchor1['ttft_ms']:.2f}x. Two streams: triton-mini with 2 instances / llama_cpp.server's best "
               f"{best2['tokens_per_s'] / anchor2['tokens_per_s']:.2f}x tokens/s.")
+    if not args.no_triton:
+        t1, m1 = med['real Triton 2.51 generate_stream, 1 instance x 2 threads'][1], med['triton-mini generate_stream, 1 instance x 2 threads'][1]
+        t2, m2 = med['real Triton 2.51 generate_stream, 2 instances x 1 thread'][2], med['triton-mini generate_stream, 2 instances x 1 thread'][2]
+        ratios += (f" Same model.py over generate_stream, triton-mini / real Triton: one stream (1 x 2) {m1['tokens_per_s'] / t1['tokens_per_s']:.2f}x "
+                   f"tokens/s, TTFT {m1['ttft_ms'] / t1['ttft_ms']:.2f}x; two streams (2 x 1) {m2['tokens_per_s'] / t2['tokens_per_s']:.2f}x tokens/s.")
     load = os.getloadavg()[0]
-    text = '\n'.join(lines) + f'\n\n{ratios}\n\nMedians over {args.rounds} round(s), {MAX_TOKENS} tokens greedy, load average at the end {load:.2f} on {os.cpu_count()} cores.\n'
+    text = '\n'.join(lines) + f'\n\n{ratios}\n\nMedians over {args.rounds} round(s), one-stream TTFT the median of {args.ttft_requests} requests, {MAX_TOKENS} tokens greedy, load average at the end {load:.2f} on {os.cpu_count()} cores.\n'
     print(text)
     if not args.no_save:
         out = ROOT / 'bench' / 'results' / f'{datetime.date.today()}-openai-llm.md'
-        out.write_text(f'# OpenAI API: triton-mini vs llama_cpp.server ({datetime.datetime.now():%Y-%m-%d %H:%M})\n\n`python bench/openai_llm.py`\n\n' + text)
+        out.write_text(f'# LLM serving: triton-mini vs llama_cpp.server and real Triton ({datetime.datetime.now():%Y-%m-%d %H:%M})\n\n`python bench/openai_llm.py`\n\n' + text)
     shutil.rmtree(root, ignore_errors=True)
 
 
