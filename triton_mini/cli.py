@@ -25,8 +25,8 @@ log = logging.getLogger('triton_mini.server')
 __all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'model_table', 'TritonLogFormatter', 'setup_logging', 'str2bool',
            'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository', 'bundled_run',
            'serve_apps', 'start_server', 'serve_on_ray', 'main', 'serve', 'free_port', 'wait_for_http', 'check_args',
-           'parse_restricted_apis', 'check_http_security', 'http_limits', 'trace_setting_from_args', 'check_trace_args',
-           'grpc_options']
+           'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols', 'check_http_security',
+           'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
 
 # %% ../nbs/10_cli.ipynb #fc9ab092
 def model_table(index:list) -> str:
@@ -394,20 +394,29 @@ def check_args(args) -> str | None:
     return check_http_security(args) or check_trace_args(args)
 
 # %% ../nbs/10_cli.ipynb #e73b4979
-def parse_restricted_apis(values:list, option:str='http-restricted-api', prefix:str='', kind:str='api') -> dict:
-    "{api group: (header, value)} from Triton's `<apis>:<key>=<value>` flag values; ValueError with tritonserver's message."
+def parse_restricted_features(values:list, option:str, groups:tuple, kind:str, prefix:str='') -> dict:
+    "{group: (header, value)} from the `<groups>:<key>=<value>` values of `--{option}`; ValueError with tritonserver's message."
     rules = {}
     for arg in values:
         colon = arg.find(':')
-        eq = arg.find('=', colon + 1)
-        groups, key, value = arg[:colon], arg[colon + 1:eq], arg[eq + 1:]
-        if colon < 0 or eq < 0 or not groups or not key or not value:
+        eq = arg.find('=', colon + 1) if colon >= 0 else -1
+        names, key, value = arg[:colon], arg[colon + 1:eq], arg[eq + 1:]
+        if colon < 0 or eq < 0 or not (names and key and value):
             raise ValueError(f"--{option} option format is '<config name>:<setting>=<value>'. Got {arg}")
-        for g in groups.split(','):
-            if g not in RESTRICTED_API_GROUPS: raise ValueError(f"unknown restricted {kind} '{g}'")
+        for g in names.split(','):
+            if g not in groups: raise ValueError(f"unknown restricted {kind} '{g}' ")   # the space is tritonserver's
             if g in rules: raise ValueError(f"restricted {kind} '{g}' can not be specified in multiple config groups")
             rules[g] = (prefix + key, value)
     return rules
+
+def parse_restricted_apis(values:list) -> dict:
+    "The rules of `--http-restricted-api`."
+    return parse_restricted_features(values, 'http-restricted-api', RESTRICTED_API_GROUPS, 'api')
+
+def parse_restricted_protocols(values:list) -> dict:
+    "The rules of `--grpc-restricted-protocol`, headers prefixed `triton-grpc-protocol-`."
+    from triton_mini import grpc_extensions as g     # gRPC is optional: imported only when its flags are read
+    return parse_restricted_features(values, 'grpc-restricted-protocol', g.PROTOCOL_GROUPS, 'protocol', g.RESTRICTED_HEADER_PREFIX)
 
 # %% ../nbs/10_cli.ipynb #9ea6ee94
 def check_http_security(args) -> str | None:
@@ -524,10 +533,8 @@ def _bad_option(flag:str, reason) -> ValueError: return ValueError(f'Bad option:
 def grpc_options(args):
     "The gRPC frontend's GRPCOptions from the flags; ValueError with tritonserver's text for a bad value."
     from triton_mini import grpc_server as g        # gRPC is optional: imported only when served
-    restricted = {}
-    for value in args.grpc_restricted_protocol:
-        try: g.parse_restricted_protocol(value, restricted)
-        except ValueError as e: raise _bad_option('--grpc-restricted-protocol', e) from None
+    try: restricted = parse_restricted_protocols(args.grpc_restricted_protocol)
+    except ValueError as e: raise _bad_option('--grpc-restricted-protocol', e) from None
     level = args.grpc_infer_response_compression_level.lower()
     if level not in ('none', 'low', 'medium', 'high'):
         raise _bad_option('--grpc-infer-response-compression-level', 'invalid argument for --grpc_infer_response_compression_level')

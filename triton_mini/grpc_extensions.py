@@ -22,9 +22,9 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 
 # %% auto #0
 __all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
-           'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions', 'parse_restricted_protocol', 'health_service',
-           'split_parameters', 'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output', 'requested_outputs',
-           'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
+           'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions', 'health_service', 'split_parameters',
+           'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output', 'requested_outputs', 'KeepAliveOptions',
+           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
 
 # %% ../nbs/08e_grpc_extensions.ipynb #fdfdc39d
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -257,20 +257,6 @@ def forwarded_headers(self:GRPCExtensions, context) -> dict | None:
 # %% ../nbs/08e_grpc_extensions.ipynb #dd43875a
 PROTOCOL_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository', 'statistics', 'trace', 'logging')
 RESTRICTED_HEADER_PREFIX = 'triton-grpc-protocol-'
-
-def parse_restricted_protocol(arg:str, into:dict|None=None) -> dict:
-    "Add one `--grpc-restricted-protocol` value to {group: (header, value)}; ValueError with Triton's text if it is wrong."
-    into = {} if into is None else into
-    colon = arg.find(':')
-    equals = arg.find('=', colon + 1) if colon >= 0 else -1
-    groups, key, value = arg[:colon], arg[colon + 1:equals], arg[equals + 1:]
-    if colon < 0 or equals < 0 or not (groups and key and value):
-        raise ValueError(f"--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got {arg}")
-    for g in groups.split(','):
-        if g not in PROTOCOL_GROUPS: raise ValueError(f"unknown restricted protocol '{g}' ")
-        if g in into: raise ValueError(f"restricted protocol '{g}' can not be specified in multiple config groups")
-        into[g] = (RESTRICTED_HEADER_PREFIX + key, value)
-    return into
 
 # %% ../nbs/08e_grpc_extensions.ipynb #6d8d3073
 _SERVING, _NOT_SERVING = b'\x08\x01', b'\x08\x02'   # grpc.health.v1.HealthCheckResponse, field 1 = ServingStatus

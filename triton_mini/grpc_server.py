@@ -35,7 +35,7 @@ __all__ = ['log', 'decode_inputs', 'decode_infer_request', 'encode_infer_respons
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
 from triton_mini.grpc_extensions import (GRPC_STATUS, _forget, INTERNAL_MESSAGE, _UNPARSABLE_STATUS, _STOL, _RESERVED,
     _USER_KINDS, _FIELDS, _pack, _shm_int, shm_output, _load_parameters, _LOG_SETTINGS, _update_log_settings, PROTOCOL_GROUPS,
-    RESTRICTED_HEADER_PREFIX, parse_restricted_protocol, _SERVING, _NOT_SERVING, KeepAliveOptions, SSLOptions, _MAX_MESSAGE,
+    RESTRICTED_HEADER_PREFIX, _SERVING, _NOT_SERVING, KeepAliveOptions, SSLOptions, _MAX_MESSAGE,
     _KEEPALIVE_ARGS, _read_pem)
 
 # %% ../nbs/08a_grpc.ipynb #06b6253c
@@ -110,7 +110,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, class
 class GRPCFrontend(GRPCExtensions, pb_grpc.GRPCInferenceServiceServicer):
     "Triton's GRPCInferenceService over a TritonServer, for grpc.aio."
     def __init__(self, server:TritonServer, log_settings:dict|None=None, *,
-                 restricted_protocols:dict|None=None,   # protocol group -> (header, value), see parse_restricted_protocol
+                 restricted_protocols:dict|None=None,   # protocol group -> (header, value), see cli.parse_restricted_protocols
                  header_forward_pattern:str='',         # metadata keys matching it reach the model as parameters
                  infer_compression=None):               # grpc.Compression for inference responses, or None
         self.server, self.errors = server, UnexpectedErrors()
