@@ -359,17 +359,6 @@ def get(self:ModelRepository, name:str, version:int=-1):
     raise self._not_serving(name, version)
 
 @patch
-def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
-    "Why `name` (at `version`) cannot serve, in Triton's words."
-    entry = self.models.get(name)
-    known = entry.versions if entry is not None else {}
-    if not known and not (entry is not None and entry.unlisted) and name not in self._gone:
-        return TritonError(f"Request for unknown model: '{name}' is not found", 'NOT_FOUND')
-    if version is None or version < 0: return TritonError(f"Request for unknown model: '{name}' has no available versions", 'NOT_FOUND')
-    if version in known: return TritonError(f"Request for unknown model: '{name}' version {version} is not at ready state", 'UNAVAILABLE')
-    return TritonError(f"Request for unknown model: '{name}' version {version} is not found", 'NOT_FOUND')
-
-@patch
 def ready_versions(self:ModelRepository, name:str) -> list:
     "The READY versions of a model, ascending."
     return sorted(self._ready.get(name, {}))
@@ -421,17 +410,6 @@ def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, w
         if self._override_roots: self._sweep_overrides()
 
 @patch
-def _unload_composing(self:ModelRepository, config, wait:bool=False):
-    "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
-    for dep in dependencies(config):
-        e = self.models.get(dep)
-        if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
-        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
-        if users: continue
-        self._unload(dep, False, wait)
-        self._unload_composing(e.config, wait)
-
-@patch
 def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
     e = self.models.get(name)
     if e is None: return
@@ -444,6 +422,30 @@ def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, dro
         if e.versions: self._gone.add(name)
         del self.models[name]
     self._publish()
+
+# %% ../nbs/02_model_repository.ipynb #f38b35e5
+@patch
+def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
+    "Why `name` (at `version`) cannot serve, in Triton's words."
+    entry = self.models.get(name)
+    known = entry.versions if entry is not None else {}
+    if not known and not (entry is not None and entry.unlisted) and name not in self._gone:
+        return TritonError(f"Request for unknown model: '{name}' is not found", 'NOT_FOUND')
+    if version is None or version < 0: return TritonError(f"Request for unknown model: '{name}' has no available versions", 'NOT_FOUND')
+    if version in known: return TritonError(f"Request for unknown model: '{name}' version {version} is not at ready state", 'UNAVAILABLE')
+    return TritonError(f"Request for unknown model: '{name}' version {version} is not found", 'NOT_FOUND')
+
+# %% ../nbs/02_model_repository.ipynb #f202e14f
+@patch
+def _unload_composing(self:ModelRepository, config, wait:bool=False):
+    "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
+    for dep in dependencies(config):
+        e = self.models.get(dep)
+        if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
+        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
+        if users: continue
+        self._unload(dep, False, wait)
+        self._unload_composing(e.config, wait)
 
 # %% ../nbs/02_model_repository.ipynb #1573cee7
 @patch

@@ -19,9 +19,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'create_instances', 'Duration',
-           'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'execute_failure', 'SchedulerStopped',
-           'DefaultScheduler', 'ResponseWaiter', 'OrderedDelivery', 'adaptive_queue_delay', 'WaitLearner',
-           'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary',
+           'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'SchedulerStopped', 'DefaultScheduler',
+           'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher', 'create_scheduler', 'simulate_batching',
+           'poisson_arrivals', 'batching_summary', 'execute_failure', 'OrderedDelivery', 'WaitLearner',
            'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
@@ -87,16 +87,6 @@ def _count_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:i
     self.last_inference_ms = time.time_ns() // 1_000_000
 
 @patch
-def record_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:int, reason:str='BACKEND'):
-    "Count one finished request: success or failure, its total duration and (if it ran) its time in the queue."
-    with self.lock: self._count_request(req, ok, now_ns, reason)
-
-@patch
-def record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int):
-    "Count one successful execution of `batch_size` inferences with its (input, infer, output) ns."
-    with self.lock: self._count_execution(batch_size, timing, n_requests)
-
-@patch
 def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int, ok:bool=True):
     self.execution_count += 1
     bs = self.batch_stats.setdefault(batch_size, [Duration(), Duration(), Duration()])
@@ -158,18 +148,6 @@ class Scheduler:
 
     def __repr__(self): return f'{type(self).__name__}({self.config.name!r}, instances={len(self.instances)})'
 
-# %% ../nbs/05_scheduler.ipynb #601bbd77
-def execute_failure(inst:ModelInstance, e:BaseException) -> TritonError:
-    "Triton's INTERNAL error for an exception that escaped `execute`: type, message, the model's own frames."
-    args = getattr(inst, 'args', None)
-    model_dir = Path(args.model_dir) if args is not None else None
-    dirs = {str(model_dir), str(model_dir / str(args.model_version))} if args is not None else set()
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).parent) in dirs]
-    e.__traceback__ = None                     # its frames hold the batch's requests
-    text = f"Failed to process the request(s) for model '{inst.name}', message: {type(e).__name__}: {str(e) or '<EMPTY MESSAGE>'}"
-    if frames: text += '\n\nAt:\n' + ''.join(f'  {f.filename}({f.lineno}): {f.name}\n' for f in reversed(frames))
-    return TritonError(text, 'INTERNAL')
-
 # %% ../nbs/05_scheduler.ipynb #f6d3eeeb
 @patch
 def _run(self:Scheduler, inst:ModelInstance, batch:list):
@@ -205,36 +183,11 @@ def _counted(self:Scheduler, batch:list) -> list:
     "The requests statistics count (the sequence batcher leaves out its fillers)."
     return batch
 
-def _log_failure(inst:ModelInstance, batch:list, responses):
-    "Log a failed execution with the error its requests get (as Triton's Python stub does)."
-    err = next((r.error for r in responses or () if r is not None and r.error is not None), None)
-    log.error(err.message if err is not None else f"execution of a batch of {len(batch)} request(s) failed on '{inst.name}'")
-
 def _deliver(req:InferenceRequest, resp:InferenceResponse):
     "Send the final response of `req`; a failing callback is logged, never raised into the worker."
     if req.done: return
     try: req.send(resp, True)
     except Exception: log.exception(f"failed to deliver the response of request '{req.id}' for model '{req.model_name}'")
-
-# %% ../nbs/05_scheduler.ipynb #683fff80
-RESCHEDULE_REFUSED = ('Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not '
-                      'configured to handle such a flag.')
-
-@patch
-def _released(self:Scheduler, req:InferenceRequest, failed:bool=False):
-    "`req` left an execution released with RESCHEDULE: run it again (a failed batch cancels the flag, as Triton's backend does)."
-    req.release_flags = 1
-    if failed: return
-    if req.done:   # a decoupled model sent the final response and asked for more (Triton 2.51 crashes here)
-        log.error(f"request '{req.id}' for model '{req.model_name}' was rescheduled after its final response: ignored")
-        return
-    self._reschedule(req)
-
-@patch
-def _reschedule(self:Scheduler, req:InferenceRequest):
-    "Only the iterative sequence batcher reschedules (05b); here the request fails with Triton's reason."
-    log.error(f'Failed to release request: {RESCHEDULE_REFUSED}')
-    _deliver(req, InferenceResponse(error=TritonError(RESCHEDULE_REFUSED, 'INVALID_ARG')))
 
 # %% ../nbs/05_scheduler.ipynb #552ea077
 @patch
@@ -285,23 +238,6 @@ def stop(self:Scheduler, timeout:float|None=None) -> list:
 def _check_accepting(self:Scheduler, req:InferenceRequest):
     if self._stopping: raise SchedulerStopped(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
 
-# %% ../nbs/05_scheduler.ipynb #bba39f05
-@patch
-def _abandon(self:Scheduler, stuck:list, timeout):
-    "Fail the queued requests and those of the hung executions; log which instances are left behind."
-    with self._cond: queued = self._drain()
-    now = self.clock()
-    unloaded = TritonError(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
-    for r in queued:
-        self.stats.record_request(r, False, now, 'OTHER')
-        _deliver(r, InferenceResponse(error=unloaded))
-    for inst in stuck:
-        log.error(f"instance '{inst.name}' of model '{self.config.name}' did not finish its execute within {timeout:g} s "
-                  "of the stop: abandoned (its thread keeps running)")
-        hung = TritonError(f"model '{self.config.name}' stopped while this request was executing on '{inst.name}', "
-                           f"which did not return within {timeout:g} s", 'UNAVAILABLE')
-        for r in self._running.get(inst.name, ()): _deliver(r, InferenceResponse(error=hung))
-
 # %% ../nbs/05_scheduler.ipynb #0e55aae9
 class DefaultScheduler(Scheduler):
     "Triton's default scheduler: every request alone, on the next free instance, in arrival order."
@@ -325,41 +261,11 @@ class DefaultScheduler(Scheduler):
             self.stats.pending -= 1
             return [self._queue.popleft()]
 
-    def _drain(self) -> list:
-        "Remove and return every queued request (the lock is held)."
-        out, self._queue = list(self._queue), deque()
-        self.stats.pending -= len(out)
-        return out
-
-# %% ../nbs/05_scheduler.ipynb #68a18838
+# %% ../nbs/05_scheduler.ipynb #34e6b136
 @patch
 def _more(self:Scheduler, inst:ModelInstance) -> list:
-    "Batches waiting that `inst` may take with the one it just took; none, except below."
+    "Batches waiting that `inst` may take with the one it just took; none, except for a stub instance (see Appendix: several batches per call)."
     return []
-
-@patch
-def _more(self:DefaultScheduler, inst:ModelInstance) -> list:
-    "Up to `inst.pipeline_depth - 1` more requests, each a batch, leaving one for each idle worker."
-    depth = getattr(inst, 'pipeline_depth', 1) if hasattr(inst, 'execute_many') else 1
-    if depth <= 1 or not self._queue: return []
-    out = []
-    with self._cond:
-        while len(out) < depth - 1 and len(self._queue) > self._idle:
-            out.append([self._queue.popleft()]); self.stats.pending -= 1
-    return [b for b in out if not b[0].cancelled or self._drop_cancelled(b)]
-
-@patch
-def _run_many(self:Scheduler, inst:ModelInstance, batches:list):
-    "Execute `batches` in one `inst.execute_many` call; each batch is counted and answered as `_run` does."
-    start = self.clock()
-    for b in batches:
-        for r in b: r.queue_end_ns = start
-    try: results = inst.execute_many(batches)
-    except BaseException as e:
-        err = InferenceResponse(error=execute_failure(inst, e))
-        results = [([err] * len(b), None, True) for b in batches]
-    end = self.clock()
-    for b, (responses, timing, failed) in zip(batches, results): self._settle(inst, b, responses, timing, failed, start, end)
 
 # %% ../nbs/05_scheduler.ipynb #e42ac431
 class ResponseWaiter:
@@ -372,50 +278,11 @@ class ResponseWaiter:
         if not self._done.wait(timeout): raise TritonError('timed out waiting for a response', 'UNAVAILABLE')
         return self.responses
 
-# %% ../nbs/05_scheduler.ipynb #a2e930ed
-class OrderedDelivery:
-    "Releases final responses in the order requests were registered (preserve_ordering)."
-    def __init__(self): self._lock, self._seq, self._next, self._held = threading.Lock(), 0, 0, {}
-
-    def wrap(self, req:InferenceRequest):
-        "Route `req`'s responses through the ordering buffer."
-        with self._lock: seq, self._seq = self._seq, self._seq + 1
-        deliver = req.response_callback
-        def ordered(r, resp, final):
-            if not final: return deliver(r, resp, final)
-            with self._lock:
-                self._held[seq] = (deliver, r, resp)
-                ready = []
-                while self._next in self._held: ready.append(self._held.pop(self._next)); self._next += 1
-            for d, rr, rs in ready: d(rr, rs, True)
-        req.response_callback = ordered
-
-# %% ../nbs/05_scheduler.ipynb #90c69eae
+# %% ../nbs/05_scheduler.ipynb #8ffda817
 def adaptive_queue_delay(config:ModelConfig) -> bool:
     "Did the model opt in (config parameter `adaptive_queue_delay`: true)?"
     p = (config.parameters or {}).get('adaptive_queue_delay')
     return p is not None and p.string_value.strip().lower() in ('true', '1', 'yes')
-
-class WaitLearner:
-    "Learns whether the dynamic batcher's queue delay brings company; while it does not, the delay is skipped."
-    def __init__(self, futile_limit:int=4, first_probe:int=8, max_probe:int=256):
-        self.futile_limit, self.first_probe, self.max_probe = futile_limit, first_probe, max_probe
-        self.futile, self.probe_every, self.skipped = 0, first_probe, 0
-
-    def should_wait(self) -> bool:
-        "Asked when Triton's rule would start a wait: False means dispatch now."
-        if self.futile < self.futile_limit: return True
-        self.skipped += 1
-        if self.skipped < self.probe_every: return False
-        self.skipped = 0
-        return True                                   # a probe: wait once, to see whether company comes now
-
-    def waited(self, gained:bool):
-        "The outcome of a wait: did the batch grow while it waited?"
-        if gained: self.futile, self.probe_every, self.skipped = 0, self.first_probe, 0
-        else:
-            if self.futile >= self.futile_limit: self.probe_every = min(self.probe_every * 2, self.max_probe)
-            self.futile += 1
 
 # %% ../nbs/05_scheduler.ipynb #a2345c5c
 @dataclass(slots=True)
@@ -450,8 +317,9 @@ class DynamicBatcher(Scheduler):
         self.default_level = db.default_priority_level or 1
         self._queues = {lvl: deque() for lvl in range(1, self.levels + 1)}
         self._policies = {lvl: _policy(db, lvl) for lvl in self._queues}
+        self._timeouts = any(p is not None and p.default_timeout_microseconds for p in self._policies.values())
         self.ordering = OrderedDelivery() if db.preserve_ordering else None
-        self._reaper = None      # (Condition, deadline heap) once started, for policies with a timeout
+        self._reaper = None      # (Condition, deadline heap) once started, for policies with a timeout (see the appendix)
 
     def key(self, req): return batch_key(req, self.ragged, self.config.max_batch_size > 0)
 
@@ -474,14 +342,6 @@ def _level(self:DynamicBatcher, req:InferenceRequest) -> int:
 
 # %% ../nbs/05_scheduler.ipynb #3ed0ac9e
 @patch
-def _deadline(self:DynamicBatcher, req:InferenceRequest, policy) -> int | None:
-    "When the queue policy's timeout runs out for `req` (None: never)."
-    if policy is None: return None
-    t = policy.default_timeout_microseconds
-    if policy.allow_timeout_override and req.timeout_us and t and req.timeout_us < t: t = req.timeout_us
-    return req.arrival_ns + t * 1000 if t else None
-
-@patch
 def enqueue(self:DynamicBatcher, req:InferenceRequest):
     "Queue a request, or reject it at once when its priority level's queue is full."
     lvl = self._level(req)
@@ -492,45 +352,22 @@ def enqueue(self:DynamicBatcher, req:InferenceRequest):
             self.stats.record_request(req, False, self.clock(), 'REJECTED')
             raise TritonError(f"[request id: {req.id or '<id_unknown>'}] Exceeds maximum queue size", 'UNAVAILABLE')
         if self.ordering is not None: self.ordering.wrap(req)   # only accepted requests take a place in the order
-        entry, q = _Queued(req, self.key(req), self._deadline(req, policy)), self._queues[lvl]
+        entry, q = _Queued(req, self.key(req), self._deadline(req, policy) if self._timeouts else None), self._queues[lvl]
         if q and q[-1].expired: q.insert(_delayed_start(q), entry)   # DELAYed requests stay behind all others
         else: q.append(entry)
         self.stats.pending += 1
         self._cond.notify()
         if entry.deadline is not None and self._reaper is not None: self._reaper_due(entry.deadline)
 
-def _delayed_start(q) -> int:
-    "Index of the first DELAYed (expired) entry: they are all at the end of a queue (Triton's delayed queue)."
-    i = len(q)
-    while i and q[i - 1].expired: i -= 1
-    return i
-
 # %% ../nbs/05_scheduler.ipynb #e7402282
-@patch
-def _expire(self:DynamicBatcher, now:int):
-    "Apply the queue policies' timeouts (called with the lock held); returns rejected requests."
-    rejected = []
-    for lvl, q in self._queues.items():
-        policy = self._policies[lvl]
-        if policy is None or not any(e.deadline is not None and not e.expired and e.deadline <= now for e in q): continue
-        keep, late = [], []
-        for e in q:
-            if e.deadline is not None and e.deadline <= now: e.expired = True
-            if not e.expired: keep.append(e)
-            elif policy.timeout_action == 'DELAY': late.append(e)
-            else: rejected.append(e.req)
-        q.clear(); q.extend(keep + late)
-    self.stats.pending -= len(rejected)
-    return rejected
-
-# %% ../nbs/05_scheduler.ipynb #7752f8be
 @patch
 def _take(self:DynamicBatcher):
     "Block until a batch is ready (by the rule), then remove it from the queues and return it."
     with self._cond:
         while True:
             now = self.clock()
-            for r in self._expire(now): self._reject_timeout(r, now)
+            if self._timeouts:   # a queue policy has a timeout (Appendix: priority levels and queue policies)
+                for r in self._expire(now): self._reject_timeout(r, now)
             head = self._head()
             if not head:
                 if self._stopping: return None
@@ -546,7 +383,7 @@ def _take(self:DynamicBatcher):
                 return self._pop(n)
             self._cond.wait(wait_ns / 1e9)
 
-# %% ../nbs/05_scheduler.ipynb #dea33fea
+# %% ../nbs/05_scheduler.ipynb #7752f8be
 @patch
 def _head(self:DynamicBatcher) -> list:
     "The first requests in priority order: enough to fill any batch, plus one to see if it can grow."
@@ -565,46 +402,7 @@ def _pop(self:DynamicBatcher, n:int) -> list:
     self.stats.pending -= len(batch)
     return batch
 
-@patch
-def _reject_timeout(self:DynamicBatcher, req, now):
-    self.stats.record_request(req, False, now, 'REJECTED')
-    _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
 
-@patch
-def _drain(self:DynamicBatcher) -> list:
-    "Remove and return every queued request (the lock is held)."
-    out = [e.req for q in self._queues.values() for e in q]
-    for q in self._queues.values(): q.clear()
-    self.stats.pending -= len(out)
-    return out
-
-# %% ../nbs/05_scheduler.ipynb #a7046b9a
-@patch
-def start(self:DynamicBatcher):
-    "Start the workers, and the reaper when some queue policy has a timeout."
-    Scheduler.start(self)
-    if any(p is not None and p.default_timeout_microseconds for p in self._policies.values()):
-        self._reaper = (threading.Condition(self._lock), [])
-        threading.Thread(target=self._reap, name=f'triton_mini:{self.config.name}:reaper', daemon=True).start()
-    return self
-
-@patch
-def _reaper_due(self:DynamicBatcher, deadline:int):
-    "Tell the reaper about a deadline (the lock is held); it is woken only if that is its earliest."
-    cond, heap = self._reaper
-    heapq.heappush(heap, deadline)
-    if heap[0] == deadline: cond.notify()
-
-@patch
-def _reap(self:DynamicBatcher):
-    "Reject (or delay) expired requests at their deadlines, until the batcher stops."
-    cond, heap = self._reaper
-    with self._lock:
-        while not self._stopping:
-            now = self.clock()
-            while heap and heap[0] <= now: heapq.heappop(heap)
-            for r in self._expire(now): self._reject_timeout(r, now)
-            cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
 
 # %% ../nbs/05_scheduler.ipynb #6aa71666
 def create_scheduler(config:ModelConfig, instances:list, stats:ModelStatistics|None=None) -> Scheduler | DynamicBatcher:
@@ -646,6 +444,219 @@ def batching_summary(arrivals_ms, batches) -> dict:
     span = batches[-1][1] - arrivals_ms[0]
     return {'mean_batch': float(np.mean([len(b[2]) for b in batches])), 'mean_latency_ms': float(np.mean(lat)),
             'p99_latency_ms': float(np.percentile(lat, 99)), 'busy': sum(e - s for s, e, _ in batches) / span}
+
+# %% ../nbs/05_scheduler.ipynb #08e0a0e0
+@patch
+def record_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:int, reason:str='BACKEND'):
+    "Count one finished request: success or failure, its total duration and (if it ran) its time in the queue."
+    with self.lock: self._count_request(req, ok, now_ns, reason)
+
+@patch
+def record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int):
+    "Count one successful execution of `batch_size` inferences with its (input, infer, output) ns."
+    with self.lock: self._count_execution(batch_size, timing, n_requests)
+
+# %% ../nbs/05_scheduler.ipynb #601bbd77
+def execute_failure(inst:ModelInstance, e:BaseException) -> TritonError:
+    "Triton's INTERNAL error for an exception that escaped `execute`: type, message, the model's own frames."
+    args = getattr(inst, 'args', None)
+    model_dir = Path(args.model_dir) if args is not None else None
+    dirs = {str(model_dir), str(model_dir / str(args.model_version))} if args is not None else set()
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).parent) in dirs]
+    e.__traceback__ = None                     # its frames hold the batch's requests
+    text = f"Failed to process the request(s) for model '{inst.name}', message: {type(e).__name__}: {str(e) or '<EMPTY MESSAGE>'}"
+    if frames: text += '\n\nAt:\n' + ''.join(f'  {f.filename}({f.lineno}): {f.name}\n' for f in reversed(frames))
+    return TritonError(text, 'INTERNAL')
+
+def _log_failure(inst:ModelInstance, batch:list, responses):
+    "Log a failed execution with the error its requests get (as Triton's Python stub does)."
+    err = next((r.error for r in responses or () if r is not None and r.error is not None), None)
+    log.error(err.message if err is not None else f"execution of a batch of {len(batch)} request(s) failed on '{inst.name}'")
+
+# %% ../nbs/05_scheduler.ipynb #bba39f05
+@patch
+def _drain(self:DefaultScheduler) -> list:
+    "Remove and return every queued request (the lock is held)."
+    out, self._queue = list(self._queue), deque()
+    self.stats.pending -= len(out)
+    return out
+
+@patch
+def _drain(self:DynamicBatcher) -> list:
+    "Remove and return every queued request (the lock is held)."
+    out = [e.req for q in self._queues.values() for e in q]
+    for q in self._queues.values(): q.clear()
+    self.stats.pending -= len(out)
+    return out
+
+@patch
+def _abandon(self:Scheduler, stuck:list, timeout):
+    "Fail the queued requests and those of the hung executions; log which instances are left behind."
+    with self._cond: queued = self._drain()
+    now = self.clock()
+    unloaded = TritonError(f"Request for unknown model: '{self.config.name}' has no available versions", 'NOT_FOUND')
+    for r in queued:
+        self.stats.record_request(r, False, now, 'OTHER')
+        _deliver(r, InferenceResponse(error=unloaded))
+    for inst in stuck:
+        log.error(f"instance '{inst.name}' of model '{self.config.name}' did not finish its execute within {timeout:g} s "
+                  "of the stop: abandoned (its thread keeps running)")
+        hung = TritonError(f"model '{self.config.name}' stopped while this request was executing on '{inst.name}', "
+                           f"which did not return within {timeout:g} s", 'UNAVAILABLE')
+        for r in self._running.get(inst.name, ()): _deliver(r, InferenceResponse(error=hung))
+
+# %% ../nbs/05_scheduler.ipynb #683fff80
+RESCHEDULE_REFUSED = ('Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not '
+                      'configured to handle such a flag.')
+
+@patch
+def _released(self:Scheduler, req:InferenceRequest, failed:bool=False):
+    "`req` left an execution released with RESCHEDULE: run it again (a failed batch cancels the flag, as Triton's backend does)."
+    req.release_flags = 1
+    if failed: return
+    if req.done:   # a decoupled model sent the final response and asked for more (Triton 2.51 crashes here)
+        log.error(f"request '{req.id}' for model '{req.model_name}' was rescheduled after its final response: ignored")
+        return
+    self._reschedule(req)
+
+@patch
+def _reschedule(self:Scheduler, req:InferenceRequest):
+    "Only the iterative sequence batcher reschedules (05b); here the request fails with Triton's reason."
+    log.error(f'Failed to release request: {RESCHEDULE_REFUSED}')
+    _deliver(req, InferenceResponse(error=TritonError(RESCHEDULE_REFUSED, 'INVALID_ARG')))
+
+# %% ../nbs/05_scheduler.ipynb #45a95c61
+@patch
+def _more(self:DefaultScheduler, inst:ModelInstance) -> list:
+    "Up to `inst.pipeline_depth - 1` more requests, each a batch, leaving one for each idle worker."
+    depth = getattr(inst, 'pipeline_depth', 1) if hasattr(inst, 'execute_many') else 1
+    if depth <= 1 or not self._queue: return []
+    out = []
+    with self._cond:
+        while len(out) < depth - 1 and len(self._queue) > self._idle:
+            out.append([self._queue.popleft()]); self.stats.pending -= 1
+    return [b for b in out if not b[0].cancelled or self._drop_cancelled(b)]
+
+@patch
+def _run_many(self:Scheduler, inst:ModelInstance, batches:list):
+    "Execute `batches` in one `inst.execute_many` call; each batch is counted and answered as `_run` does."
+    start = self.clock()
+    for b in batches:
+        for r in b: r.queue_end_ns = start
+    try: results = inst.execute_many(batches)
+    except BaseException as e:
+        err = InferenceResponse(error=execute_failure(inst, e))
+        results = [([err] * len(b), None, True) for b in batches]
+    end = self.clock()
+    for b, (responses, timing, failed) in zip(batches, results): self._settle(inst, b, responses, timing, failed, start, end)
+
+# %% ../nbs/05_scheduler.ipynb #a2e930ed
+class OrderedDelivery:
+    "Releases final responses in the order requests were registered (preserve_ordering)."
+    def __init__(self): self._lock, self._seq, self._next, self._held = threading.Lock(), 0, 0, {}
+
+    def wrap(self, req:InferenceRequest):
+        "Route `req`'s responses through the ordering buffer."
+        with self._lock: seq, self._seq = self._seq, self._seq + 1
+        deliver = req.response_callback
+        def ordered(r, resp, final):
+            if not final: return deliver(r, resp, final)
+            with self._lock:
+                self._held[seq] = (deliver, r, resp)
+                ready = []
+                while self._next in self._held: ready.append(self._held.pop(self._next)); self._next += 1
+            for d, rr, rs in ready: d(rr, rs, True)
+        req.response_callback = ordered
+
+# %% ../nbs/05_scheduler.ipynb #af458410
+@patch
+def _deadline(self:DynamicBatcher, req:InferenceRequest, policy) -> int | None:
+    "When the queue policy's timeout runs out for `req` (None: never)."
+    if policy is None: return None
+    t = policy.default_timeout_microseconds
+    if policy.allow_timeout_override and req.timeout_us and t and req.timeout_us < t: t = req.timeout_us
+    return req.arrival_ns + t * 1000 if t else None
+
+def _delayed_start(q) -> int:
+    "Index of the first DELAYed (expired) entry: they are all at the end of a queue (Triton's delayed queue)."
+    i = len(q)
+    while i and q[i - 1].expired: i -= 1
+    return i
+
+# %% ../nbs/05_scheduler.ipynb #7fcd4bf2
+@patch
+def _expire(self:DynamicBatcher, now:int):
+    "Apply the queue policies' timeouts (called with the lock held); returns rejected requests."
+    rejected = []
+    for lvl, q in self._queues.items():
+        policy = self._policies[lvl]
+        if policy is None or not any(e.deadline is not None and not e.expired and e.deadline <= now for e in q): continue
+        keep, late = [], []
+        for e in q:
+            if e.deadline is not None and e.deadline <= now: e.expired = True
+            if not e.expired: keep.append(e)
+            elif policy.timeout_action == 'DELAY': late.append(e)
+            else: rejected.append(e.req)
+        q.clear(); q.extend(keep + late)
+    self.stats.pending -= len(rejected)
+    return rejected
+
+@patch
+def _reject_timeout(self:DynamicBatcher, req, now):
+    self.stats.record_request(req, False, now, 'REJECTED')
+    _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
+
+
+
+# %% ../nbs/05_scheduler.ipynb #a7046b9a
+@patch
+def start(self:DynamicBatcher):
+    "Start the workers, and the reaper when some queue policy has a timeout."
+    Scheduler.start(self)
+    if self._timeouts:
+        self._reaper = (threading.Condition(self._lock), [])
+        threading.Thread(target=self._reap, name=f'triton_mini:{self.config.name}:reaper', daemon=True).start()
+    return self
+
+@patch
+def _reaper_due(self:DynamicBatcher, deadline:int):
+    "Tell the reaper about a deadline (the lock is held); it is woken only if that is its earliest."
+    cond, heap = self._reaper
+    heapq.heappush(heap, deadline)
+    if heap[0] == deadline: cond.notify()
+
+@patch
+def _reap(self:DynamicBatcher):
+    "Reject (or delay) expired requests at their deadlines, until the batcher stops."
+    cond, heap = self._reaper
+    with self._lock:
+        while not self._stopping:
+            now = self.clock()
+            while heap and heap[0] <= now: heapq.heappop(heap)
+            for r in self._expire(now): self._reject_timeout(r, now)
+            cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
+
+# %% ../nbs/05_scheduler.ipynb #167bd5a0
+class WaitLearner:
+    "Learns whether the dynamic batcher's queue delay brings company; while it does not, the delay is skipped."
+    def __init__(self, futile_limit:int=4, first_probe:int=8, max_probe:int=256):
+        self.futile_limit, self.first_probe, self.max_probe = futile_limit, first_probe, max_probe
+        self.futile, self.probe_every, self.skipped = 0, first_probe, 0
+
+    def should_wait(self) -> bool:
+        "Asked when Triton's rule would start a wait: False means dispatch now."
+        if self.futile < self.futile_limit: return True
+        self.skipped += 1
+        if self.skipped < self.probe_every: return False
+        self.skipped = 0
+        return True                                   # a probe: wait once, to see whether company comes now
+
+    def waited(self, gained:bool):
+        "The outcome of a wait: did the batch grow while it waited?"
+        if gained: self.futile, self.probe_every, self.skipped = 0, self.first_probe, 0
+        else:
+            if self.futile >= self.futile_limit: self.probe_every = min(self.probe_every * 2, self.max_probe)
+            self.futile += 1
 
 # %% ../nbs/05_scheduler.ipynb #34f496b7
 def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batch_size:int=8, preferred=(8,),

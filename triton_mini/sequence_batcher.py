@@ -60,18 +60,7 @@ def control_tensor(c:Control, corrid, flags:int, ready:bool, batching:bool) -> n
         value = c.true if on else c.false
     return np.array([[value]] if batching else [value], dtype=c.dtype)
 
-# %% ../nbs/05b_sequence_batcher.ipynb #4e1a7b28
-def _state_file(init, state, model_dir, dtype, shape) -> np.ndarray:
-    "The initial state read from `<model>/initial_state/<data_file>`: checked path, checked size."
-    path = model_path(model_dir, 'initial_state', init.data_file, what=f"data_file '{init.data_file}' of state '{state.input_name}'")
-    if not path.is_file(): raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
-    want, have = int(np.prod(shape)) * np.dtype(dtype).itemsize, path.stat().st_size
-    if np.dtype(dtype) == np.object_ or have != want:
-        raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}' expects {want} bytes, but the data "
-                          f"provided from '{init.data_file}' has {have} bytes", 'INVALID_ARG')
-    return np.fromfile(path, dtype=dtype).reshape(shape)
-
-# %% ../nbs/05b_sequence_batcher.ipynb #24303b67
+# %% ../nbs/05b_sequence_batcher.ipynb #1479a605
 def initial_state(state, model_dir:Path|None, batching:bool) -> np.ndarray:
     "The tensor a sequence's first request gets as `state.input_name`."
     init = state.initial_state[0] if state.initial_state else None
@@ -79,7 +68,7 @@ def initial_state(state, model_dir:Path|None, batching:bool) -> np.ndarray:
     dims = [max(d, 1) for d in (init.dims if init else state.dims)]
     shape = ([1] if batching else []) + dims
     if init is not None and init.data_file:
-        return _state_file(init, state, model_dir, dtype, shape)   # path and size checked (above)
+        return _state_file(init, state, model_dir, dtype, shape)   # path and size checked (Appendix: implicit state details)
     return np.zeros(shape, dtype)
 
 # %% ../nbs/05b_sequence_batcher.ipynb #20a7fde2
@@ -291,6 +280,17 @@ def _take(self:SequenceBatcher):
 def _worker(self:SequenceBatcher, inst):
     self._tls.pool = self.pools[self.instances.index(inst)]
     Scheduler._worker(self, inst)
+
+# %% ../nbs/05b_sequence_batcher.ipynb #4e1a7b28
+def _state_file(init, state, model_dir, dtype, shape) -> np.ndarray:
+    "The initial state read from `<model>/initial_state/<data_file>`: checked path, checked size."
+    path = model_path(model_dir, 'initial_state', init.data_file, what=f"data_file '{init.data_file}' of state '{state.input_name}'")
+    if not path.is_file(): raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
+    want, have = int(np.prod(shape)) * np.dtype(dtype).itemsize, path.stat().st_size
+    if np.dtype(dtype) == np.object_ or have != want:
+        raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}' expects {want} bytes, but the data "
+                          f"provided from '{init.data_file}' has {have} bytes", 'INVALID_ARG')
+    return np.fromfile(path, dtype=dtype).reshape(shape)
 
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
 @patch
