@@ -688,6 +688,34 @@ def _bls_arguments(args:tuple, kwargs:dict) -> dict:
     except _NoMatch: raise bad() from None
     return a
 
+# %% ../nbs/04_pb_utils.ipynb #4dc7b54f
+@patch
+def __init__(self:TritonError, message:str, code=_ErrorCode.INTERNAL):
+    try: text = _as_str(message)
+    except _NoMatch: text = None
+    if text is None or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
+        raise _incompatible('__init__', 'c_python_backend_utils.TritonError(message: str, code: c_python_backend_utils.'
+                            'TritonError.__ErrorCode = <__ErrorCode.INTERNAL: 1>)', (message, code))
+    self._message, self._code = text, code
+
+@patch
+def __init__(self:Tensor, name:str, array:np.ndarray):
+    try: text = _as_str(name)
+    except _NoMatch: text = None
+    if text is None or not isinstance(array, np.ndarray):
+        raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
+    if array.dtype.kind == 'U': raise TritonModelException('NumPy dtype is not supported.')
+    self._name, self._array = text, array
+
+@patch
+def __init__(self:InferenceResponse, output_tensors:list=(), error:TritonError|None=None, **kwargs):
+    try: outputs = _as_list(output_tensors, _as_instance(Tensor))
+    except _NoMatch: outputs = None
+    if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
+        raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
+                            ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
+    self._outputs, self._error, self._parameters = outputs, error, {}
+
 # %% ../nbs/04_pb_utils.ipynb #97583062
 def _pybind(cls, method:str='__init__'):
     "Decorator: the function `bind(self, *args, **kwargs) -> dict` converts `cls.method`'s arguments before it runs."
@@ -700,35 +728,8 @@ def _pybind(cls, method:str='__init__'):
     return wrap
 
 # %% ../nbs/04_pb_utils.ipynb #9adf1bcb
-@_pybind(TritonError)
-def _error_args(self, message, code=_ErrorCode.INTERNAL):
-    try: text = _as_str(message)
-    except _NoMatch: text = None
-    if text is None or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
-        raise _incompatible('__init__', 'c_python_backend_utils.TritonError(message: str, code: c_python_backend_utils.'
-                            'TritonError.__ErrorCode = <__ErrorCode.INTERNAL: 1>)', (message, code))
-    return dict(message=text, code=code)
-
-@_pybind(Tensor)
-def _tensor_args(self, name, array):
-    try: text = _as_str(name)
-    except _NoMatch: text = None
-    if text is None or not isinstance(array, np.ndarray):
-        raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
-    return dict(name=text, array=array)
-
-# %% ../nbs/04_pb_utils.ipynb #77c959fc
 @_pybind(InferenceRequest)
 def _request_args(self, *args, **kwargs): return _bls_arguments(args, kwargs)
-
-@_pybind(InferenceResponse)
-def _response_args(self, output_tensors=(), error=None, **kwargs):
-    try: outputs = _as_list(output_tensors, _as_instance(Tensor))
-    except _NoMatch: outputs = None
-    if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
-        raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
-                            ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
-    return dict(output_tensors=outputs, error=error)
 
 @_pybind(InferenceResponseSender, 'send')
 def _send_args(self, response=None, flags=0):
