@@ -76,94 +76,6 @@ def next(self:_Tokenizer) -> _Token:
         self.current = _Token(kind, s[i:self.i], i)
         return self.current
 
-# %% ../nbs/00b_config_parser.ipynb #10d22c94
-@patch
-def _slow_token(self:_Tokenizer, i:int) -> str:
-    "Consume the token starting at `i` that `_FAST` did not match; return its type."
-    s, c = self.s, self.s[i]
-    if c in _DIGITS: kind = self._number(i + 1, c == '0', False)
-    elif c == '.' and i + 1 < len(s) and s[i + 1] in _DIGITS:
-        p = self.previous
-        if p is not None and p.type == _IDENT and p.pos + len(p.text) == i:
-            self.error(i, 'Need space between identifier and decimal point.')
-        kind = self._number(i + 2, False, True)
-    elif c in '"\'': self.i, kind = self._string(i + 1, c), _STRING
-    else:
-        if ord(c) >= 0x80: self.error(i, f'Interpreting non ascii codepoint {ord(c)}.')
-        self.i, kind = i + 1, _SYMBOL
-    return kind
-
-# %% ../nbs/00b_config_parser.ipynb #c94ac4c9
-@patch
-def _number(self:_Tokenizer, i:int, zero:bool, dot:bool) -> str:
-    "Consume the rest of a number (protobuf's `ConsumeNumber`); `i` is just past its first character."
-    s, n = self.s, len(self.s)
-    at = lambda j: s[j] if j < n else '\0'
-    def run(j, chars):
-        while at(j) in chars: j += 1
-        return j
-    is_float = dot
-    if zero and at(i) in 'xX':
-        if at(i + 1) in _HEX: i = run(i + 1, _HEX)
-        else: i += 1; self.error(i, '"0x" must be followed by hex digits.')
-    elif zero and at(i) in _DIGITS:
-        i = run(i, _OCT)
-        if at(i) in _DIGITS:
-            self.error(i, 'Numbers starting with leading zero must be in octal.')
-            i = run(i, _DIGITS)
-    else:
-        i = run(i, _DIGITS)
-        if not dot and at(i) == '.': i, is_float = run(i + 1, _DIGITS), True
-        if at(i) in 'eE':
-            i, is_float = i + 1, True
-            if at(i) in '+-': i += 1
-            if at(i) in _DIGITS: i = run(i, _DIGITS)
-            else: self.error(i, '"e" must be followed by exponent.')
-        if at(i) in 'fF': i, is_float = i + 1, True
-    if at(i) in _LETTERS: self.error(i, 'Need space between number and identifier.')
-    elif at(i) == '.':
-        self.error(i, "Already saw decimal point or exponent; can't have another one." if is_float
-                   else 'Hex and octal numbers must be integers.')
-    self.i = i
-    return _FLOAT if is_float else _INT
-
-# %% ../nbs/00b_config_parser.ipynb #ae8dd8a7
-@patch
-def _string(self:_Tokenizer, i:int, quote:str) -> int:
-    "Consume a string body after its opening quote (protobuf's `ConsumeString`); return the end offset."
-    s, n = self.s, len(self.s)
-    at = lambda j: s[j] if j < n else '\0'
-    while True:
-        c = at(i)
-        if c == '\0': self.error(i, 'Unexpected end of string.'); return i
-        if c == '\n': self.error(i, 'String literals cannot cross line boundaries.'); return i
-        if c == quote: return i + 1
-        if c != '\\': i += 1; continue
-        i += 1
-        e = at(i)
-        if e in 'abfnrtv\\?\'"': i += 1
-        elif e in _OCT: i += 1
-        elif e == 'x':
-            i += 1
-            if at(i) in _HEX: i += 1
-            else: self.error(i, 'Expected hex digits for escape sequence.')
-        elif e in 'uU': i = self._unicode_escape(i + 1, e)
-        else: self.error(i, 'Invalid escape sequence in string literal.')
-
-# %% ../nbs/00b_config_parser.ipynb #e54cd05e
-@patch
-def _unicode_escape(self:_Tokenizer, i:int, u:str) -> int:
-    "Check the digits of a `\\uXXXX` / `\\U00XXXXXX` escape, as protobuf's tokenizer does."
-    s = self.s
-    need = ['0123456789abcdefABCDEF'] * 4 if u == 'u' else ['0', '0', '01'] + [_HEX] * 5
-    for chars in need:
-        if i < len(s) and s[i] in chars: i += 1
-        else:
-            self.error(i, 'Expected four hex digits for \\u escape sequence.' if u == 'u'
-                       else 'Expected eight hex digits up to 10ffff for \\U escape sequence')
-            break
-    return i
-
 # %% ../nbs/00b_config_parser.ipynb #62d644dc
 _ESCAPES = {'a': 7, 'b': 8, 'f': 12, 'n': 10, 'r': 13, 't': 9, 'v': 11, '\\': 92, '?': 63, "'": 39, '"': 34}
 
@@ -186,21 +98,6 @@ def _unescape(text:str) -> bytes:
         elif e in 'uU': i = _unicode_append(body, i, e, out)
         else: out.append(_ESCAPES.get(e, ord(e) & 0xFF))
     return bytes(out)
-
-# %% ../nbs/00b_config_parser.ipynb #0cce378c
-def _unicode_append(body:str, i:int, u:str, out:bytearray) -> int:
-    "Append the UTF-8 bytes of the `\\u`/`\\U` escape whose digits start at `i`; return the next index."
-    n = 4 if u == 'u' else 8
-    digits = body[i:i + n]
-    if len(digits) < n or any(c not in _HEX for c in digits):
-        out.append(ord(u)); return i  # protobuf copies the letter and moves on
-    cp, i = int(digits, 16), i + n
-    trail = body[i + 2:i + 6]
-    if 0xD800 <= cp < 0xDC00 and body[i:i + 2] == '\\u' and len(trail) == 4 and all(c in _HEX for c in trail) \
-            and 0xDC00 <= int(trail, 16) < 0xE000:
-        cp, i = 0x10000 + ((cp - 0xD800) << 10) + (int(trail, 16) - 0xDC00), i + 6
-    out += chr(cp).encode('utf-8', 'surrogatepass') if cp < 0x110000 else b'?'
-    return i
 
 # %% ../nbs/00b_config_parser.ipynb #3ba8716e
 class _ParseStop(Exception):
@@ -269,28 +166,6 @@ def _parse_integer(text:str, max_value:int):
         if result > max_value: return None
     return result
 
-# %% ../nbs/00b_config_parser.ipynb #b9629e42
-def _parse_float_text(text:str) -> float:
-    "Value of a float token (`1.5f`, `.5`, `1e3`; a dangling `1e` reads as `1` like strtod)."
-    m = re.match(r'[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?', text.rstrip('fF'))
-    return float(m.group(0)) if m and m.group(0) not in ('', '.') else 0.0
-
-# %% ../nbs/00b_config_parser.ipynb #439d726b
-@patch
-def _consume_double(self:_Parser) -> float:
-    neg, t = self.try_consume('-'), self.tok.current
-    if t.type == _INT:
-        if len(t.text) > 1 and t.text[0] == '0' and (t.text[1] in 'xX' or t.text[1] in _OCT):
-            self.error(f'Expect a decimal number, got: {t.text}')
-        v = _parse_integer(t.text, 2**64 - 1)
-        v = float(v) if v is not None else _parse_float_text(t.text)
-    elif t.type == _FLOAT: v = _parse_float_text(t.text)
-    elif t.type == _IDENT and t.text.lower() in ('inf', 'infinity', 'nan'):
-        v = math.nan if t.text.lower() == 'nan' else math.inf
-    else: self.error(f'Expected double, got: {t.text.lower() if t.type == _IDENT else t.text}')
-    self.tok.next()
-    return -v if neg else v
-
 # %% ../nbs/00b_config_parser.ipynb #542137ab
 @patch
 def _consume_string(self:_Parser) -> str:
@@ -342,15 +217,6 @@ def _is_set(f:ProtoField, vals:dict) -> bool:
     v = vals[f.name]
     if f.enum is not None: return f.enum.values.get(v, v) != 0
     return v not in (0, '', False)
-
-# %% ../nbs/00b_config_parser.ipynb #e1d74f00
-@patch
-def _consume_extension(self:_Parser, proto:str):
-    "`[pkg.name]: ...` names an extension; ModelConfig has none, so this always fails, with protobuf's message."
-    name = self._consume_identifier()
-    while self.try_consume('.'): name += '.' + self._consume_identifier()
-    self.consume(']')
-    self.error(f'Extension "{name}" is not defined or is not an extension of "{proto}".')
 
 # %% ../nbs/00b_config_parser.ipynb #8507216c
 @patch
@@ -450,3 +316,137 @@ class ConfigParser:
     "Parse config.pbtxt text or files into `ModelConfig` (see `parse_config`)."
     def parse(self, text:str|bytes, path:str='config.pbtxt') -> ModelConfig: return parse_config(text, path)
     def parse_file(self, path) -> ModelConfig: return parse_config(Path(path).read_bytes(), str(path))
+
+# %% ../nbs/00b_config_parser.ipynb #10d22c94
+@patch
+def _slow_token(self:_Tokenizer, i:int) -> str:
+    "Consume the token starting at `i` that `_FAST` did not match; return its type."
+    s, c = self.s, self.s[i]
+    if c in _DIGITS: kind = self._number(i + 1, c == '0', False)
+    elif c == '.' and i + 1 < len(s) and s[i + 1] in _DIGITS:
+        p = self.previous
+        if p is not None and p.type == _IDENT and p.pos + len(p.text) == i:
+            self.error(i, 'Need space between identifier and decimal point.')
+        kind = self._number(i + 2, False, True)
+    elif c in '"\'': self.i, kind = self._string(i + 1, c), _STRING
+    else:
+        if ord(c) >= 0x80: self.error(i, f'Interpreting non ascii codepoint {ord(c)}.')
+        self.i, kind = i + 1, _SYMBOL
+    return kind
+
+# %% ../nbs/00b_config_parser.ipynb #c94ac4c9
+@patch
+def _number(self:_Tokenizer, i:int, zero:bool, dot:bool) -> str:
+    "Consume the rest of a number (protobuf's `ConsumeNumber`); `i` is just past its first character."
+    s, n = self.s, len(self.s)
+    at = lambda j: s[j] if j < n else '\0'
+    def run(j, chars):
+        while at(j) in chars: j += 1
+        return j
+    is_float = dot
+    if zero and at(i) in 'xX':
+        if at(i + 1) in _HEX: i = run(i + 1, _HEX)
+        else: i += 1; self.error(i, '"0x" must be followed by hex digits.')
+    elif zero and at(i) in _DIGITS:
+        i = run(i, _OCT)
+        if at(i) in _DIGITS:
+            self.error(i, 'Numbers starting with leading zero must be in octal.')
+            i = run(i, _DIGITS)
+    else:
+        i = run(i, _DIGITS)
+        if not dot and at(i) == '.': i, is_float = run(i + 1, _DIGITS), True
+        if at(i) in 'eE':
+            i, is_float = i + 1, True
+            if at(i) in '+-': i += 1
+            if at(i) in _DIGITS: i = run(i, _DIGITS)
+            else: self.error(i, '"e" must be followed by exponent.')
+        if at(i) in 'fF': i, is_float = i + 1, True
+    if at(i) in _LETTERS: self.error(i, 'Need space between number and identifier.')
+    elif at(i) == '.':
+        self.error(i, "Already saw decimal point or exponent; can't have another one." if is_float
+                   else 'Hex and octal numbers must be integers.')
+    self.i = i
+    return _FLOAT if is_float else _INT
+
+# %% ../nbs/00b_config_parser.ipynb #ae8dd8a7
+@patch
+def _string(self:_Tokenizer, i:int, quote:str) -> int:
+    "Consume a string body after its opening quote (protobuf's `ConsumeString`); return the end offset."
+    s, n = self.s, len(self.s)
+    at = lambda j: s[j] if j < n else '\0'
+    while True:
+        c = at(i)
+        if c == '\0': self.error(i, 'Unexpected end of string.'); return i
+        if c == '\n': self.error(i, 'String literals cannot cross line boundaries.'); return i
+        if c == quote: return i + 1
+        if c != '\\': i += 1; continue
+        i += 1
+        e = at(i)
+        if e in 'abfnrtv\\?\'"': i += 1
+        elif e in _OCT: i += 1
+        elif e == 'x':
+            i += 1
+            if at(i) in _HEX: i += 1
+            else: self.error(i, 'Expected hex digits for escape sequence.')
+        elif e in 'uU': i = self._unicode_escape(i + 1, e)
+        else: self.error(i, 'Invalid escape sequence in string literal.')
+
+# %% ../nbs/00b_config_parser.ipynb #e54cd05e
+@patch
+def _unicode_escape(self:_Tokenizer, i:int, u:str) -> int:
+    "Check the digits of a `\\uXXXX` / `\\U00XXXXXX` escape, as protobuf's tokenizer does."
+    s = self.s
+    need = ['0123456789abcdefABCDEF'] * 4 if u == 'u' else ['0', '0', '01'] + [_HEX] * 5
+    for chars in need:
+        if i < len(s) and s[i] in chars: i += 1
+        else:
+            self.error(i, 'Expected four hex digits for \\u escape sequence.' if u == 'u'
+                       else 'Expected eight hex digits up to 10ffff for \\U escape sequence')
+            break
+    return i
+
+# %% ../nbs/00b_config_parser.ipynb #0cce378c
+def _unicode_append(body:str, i:int, u:str, out:bytearray) -> int:
+    "Append the UTF-8 bytes of the `\\u`/`\\U` escape whose digits start at `i`; return the next index."
+    n = 4 if u == 'u' else 8
+    digits = body[i:i + n]
+    if len(digits) < n or any(c not in _HEX for c in digits):
+        out.append(ord(u)); return i  # protobuf copies the letter and moves on
+    cp, i = int(digits, 16), i + n
+    trail = body[i + 2:i + 6]
+    if 0xD800 <= cp < 0xDC00 and body[i:i + 2] == '\\u' and len(trail) == 4 and all(c in _HEX for c in trail) \
+            and 0xDC00 <= int(trail, 16) < 0xE000:
+        cp, i = 0x10000 + ((cp - 0xD800) << 10) + (int(trail, 16) - 0xDC00), i + 6
+    out += chr(cp).encode('utf-8', 'surrogatepass') if cp < 0x110000 else b'?'
+    return i
+
+# %% ../nbs/00b_config_parser.ipynb #b9629e42
+def _parse_float_text(text:str) -> float:
+    "Value of a float token (`1.5f`, `.5`, `1e3`; a dangling `1e` reads as `1` like strtod)."
+    m = re.match(r'[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?', text.rstrip('fF'))
+    return float(m.group(0)) if m and m.group(0) not in ('', '.') else 0.0
+
+# %% ../nbs/00b_config_parser.ipynb #439d726b
+@patch
+def _consume_double(self:_Parser) -> float:
+    neg, t = self.try_consume('-'), self.tok.current
+    if t.type == _INT:
+        if len(t.text) > 1 and t.text[0] == '0' and (t.text[1] in 'xX' or t.text[1] in _OCT):
+            self.error(f'Expect a decimal number, got: {t.text}')
+        v = _parse_integer(t.text, 2**64 - 1)
+        v = float(v) if v is not None else _parse_float_text(t.text)
+    elif t.type == _FLOAT: v = _parse_float_text(t.text)
+    elif t.type == _IDENT and t.text.lower() in ('inf', 'infinity', 'nan'):
+        v = math.nan if t.text.lower() == 'nan' else math.inf
+    else: self.error(f'Expected double, got: {t.text.lower() if t.type == _IDENT else t.text}')
+    self.tok.next()
+    return -v if neg else v
+
+# %% ../nbs/00b_config_parser.ipynb #e1d74f00
+@patch
+def _consume_extension(self:_Parser, proto:str):
+    "`[pkg.name]: ...` names an extension; ModelConfig has none, so this always fails, with protobuf's message."
+    name = self._consume_identifier()
+    while self.try_consume('.'): name += '.' + self._consume_identifier()
+    self.consume(']')
+    self.error(f'Extension "{name}" is not defined or is not an extension of "{proto}".')

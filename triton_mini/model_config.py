@@ -14,7 +14,7 @@ __all__ = ['Int32', 'UInt32', 'Int64', 'UInt64', 'Float', 'DATA_TYPES', 'DataTyp
            'SequenceStrategyDirect', 'SequenceStrategyOldest', 'ModelSequenceBatching', 'EnsembleStep',
            'ModelEnsembling', 'ModelParameter', 'WarmupInput', 'ModelWarmup', 'ModelOperations',
            'ModelTransactionPolicy', 'ModelResponseCache', 'RepositoryAgent', 'ModelRepositoryAgents', 'ModelConfig',
-           'ProtoField', 'proto_fields', 'map_entry_fields', 'build_message', 'to_float32', 'ConfigError']
+           'ConfigError', 'ProtoField', 'proto_fields', 'map_entry_fields', 'build_message', 'to_float32']
 
 # %% ../nbs/00a_model_config.ipynb #8f5bbc11
 import json, math, re, struct, types
@@ -439,6 +439,29 @@ class ModelConfig(_Message):
     model_repository_agents: ModelRepositoryAgents | None = None
     response_cache: ModelResponseCache | None = None
 
+# %% ../nbs/00a_model_config.ipynb #23cdc75c
+class ConfigError(Exception):
+    "A model configuration Triton would refuse, with Triton's message and, for syntax errors, where it is."
+    def __init__(self, message:str, *, path:str=None, line:int=None, column:int=None, stage:str='parse',
+                 code:str='Invalid argument', source_line:str=None, caret:int=None, errors:tuple=(), field:str=None):
+        message = message.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')  # printable, like Triton's log
+        super().__init__(message)
+        self.message, self.path, self.line, self.column, self.stage, self.code = message, path, line, column, stage, code
+        self.source_line, self.caret = source_line, caret  # the offending line and the caret's display column
+        self.field = field  # for a syntax error inside a field's value: that field (`input.dims`)
+        self.errors = list(errors) or ([(line, column, message)] if line is not None else [])
+
+    def __str__(self):
+        if self.line is None: return f'{self.path}: {self.message}' if self.path else self.message
+        head = f'{self.path}:{self.line}:{self.column}: {self.message}'
+        if self.field: head += f' (in field {self.field})'
+        return f'{head}\n    {self.source_line}\n    {" " * self.caret}^'
+
+    def triton_log_message(self) -> str:
+        "The line(s) tritonserver logs for this error (protobuf logs one line per syntax error)."
+        if not self.errors: return self.message
+        return '\n'.join(f'Error parsing text-format inference.ModelConfig: {l}:{c}: {m}' for l, c, m in self.errors)
+
 # %% ../nbs/00a_model_config.ipynb #4e015312
 @dataclass
 class ProtoField:
@@ -506,29 +529,6 @@ def to_float32(x:float) -> float:
 
 
 INT_LIMITS = {'int32': 2**31 - 1, 'int64': 2**63 - 1, 'uint32': 2**32 - 1, 'uint64': 2**64 - 1}
-
-# %% ../nbs/00a_model_config.ipynb #23cdc75c
-class ConfigError(Exception):
-    "A model configuration Triton would refuse, with Triton's message and, for syntax errors, where it is."
-    def __init__(self, message:str, *, path:str=None, line:int=None, column:int=None, stage:str='parse',
-                 code:str='Invalid argument', source_line:str=None, caret:int=None, errors:tuple=(), field:str=None):
-        message = message.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')  # printable, like Triton's log
-        super().__init__(message)
-        self.message, self.path, self.line, self.column, self.stage, self.code = message, path, line, column, stage, code
-        self.source_line, self.caret = source_line, caret  # the offending line and the caret's display column
-        self.field = field  # for a syntax error inside a field's value: that field (`input.dims`)
-        self.errors = list(errors) or ([(line, column, message)] if line is not None else [])
-
-    def __str__(self):
-        if self.line is None: return f'{self.path}: {self.message}' if self.path else self.message
-        head = f'{self.path}:{self.line}:{self.column}: {self.message}'
-        if self.field: head += f' (in field {self.field})'
-        return f'{head}\n    {self.source_line}\n    {" " * self.caret}^'
-
-    def triton_log_message(self) -> str:
-        "The line(s) tritonserver logs for this error (protobuf logs one line per syntax error)."
-        if not self.errors: return self.message
-        return '\n'.join(f'Error parsing text-format inference.ModelConfig: {l}:{c}: {m}' for l, c, m in self.errors)
 
 # %% ../nbs/00a_model_config.ipynb #4f5e6c03
 def _is_utf8(s:str) -> bool:

@@ -22,47 +22,11 @@ __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_R
            'TRITONSERVER_REQUEST_FLAG_SEQUENCE_END', 'TRITONSERVER_RESPONSE_COMPLETE_FINAL',
            'TRITONSERVER_REQUEST_RELEASE_ALL', 'TRITONSERVER_REQUEST_RELEASE_RESCHEDULE', 'TRITONSERVER_MEMORY_GPU',
            'TRITONSERVER_MEMORY_CPU', 'TritonError', 'TritonModelException', 'Tensor', 'triton_string_to_numpy',
-           'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor', 'get_model_dir', 'MemoryType',
-           'PreferredMemory', 'InferenceRequest', 'get_input_tensor_by_name', 'get_output_tensor_by_name',
-           'get_input_config_by_name', 'get_output_config_by_name', 'using_decoupled_model_transaction_policy',
-           'InferenceResponse', 'InferenceResponseSender', 'is_model_ready', 'load_model', 'unload_model', 'LogLevel',
-           'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig']
-
-# %% ../nbs/04_pb_utils.ipynb #0dd2f867
-class _NoMatch(Exception):
-    "An argument one of pybind11's casters would not load (the call then raises `_incompatible`)."
-
-def _as_str(v) -> str:
-    "pybind11's `std::string`: a str, or bytes taken as UTF-8."
-    if isinstance(v, str): return str(v)
-    if isinstance(v, bytes): return v.decode('utf-8', 'surrogateescape')
-    raise _NoMatch
-
-_INT_RANGES = {'int64': (-2**63, 2**63 - 1), 'uint32': (0, 2**32 - 1), 'uint64': (0, 2**64 - 1)}
-
-def _as_int(v, ctype:str='int64') -> int:
-    "pybind11's integer caster (convert mode): `__index__`, else a number's `int()`; floats and out-of-range values refused."
-    if isinstance(v, float): raise _NoMatch
-    try: i = operator.index(v)
-    except TypeError:
-        if not (hasattr(type(v), '__int__') or hasattr(type(v), '__float__')): raise _NoMatch from None   # PyNumber_Check
-        try: i = int(v)
-        except Exception: raise _NoMatch from None
-    lo, hi = _INT_RANGES[ctype]
-    if not lo <= i <= hi: raise _NoMatch
-    return i
-
-def _as_list(v, item) -> list:
-    "pybind11's `std::vector`: any sequence but str/bytes (PySequence_Check), each item through `item`."
-    if isinstance(v, (str, bytes, dict)) or not hasattr(type(v), '__getitem__') or not hasattr(type(v), '__len__'): raise _NoMatch
-    return [item(x) for x in v]
-
-def _as_instance(cls):
-    "The caster of a bound class: an instance of it, as is."
-    def cast(v):
-        if not isinstance(v, cls): raise _NoMatch
-        return v
-    return cast
+           'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor', 'get_model_dir', 'InferenceRequest',
+           'get_input_tensor_by_name', 'get_output_tensor_by_name', 'get_input_config_by_name',
+           'get_output_config_by_name', 'using_decoupled_model_transaction_policy', 'InferenceResponse',
+           'InferenceResponseSender', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig',
+           'is_model_ready', 'load_model', 'unload_model', 'MemoryType', 'PreferredMemory']
 
 # %% ../nbs/04_pb_utils.ipynb #eecd8a63
 class _ErrorCode(Enum):
@@ -78,13 +42,7 @@ class TritonError:
     UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG = _ErrorCode.UNKNOWN, _ErrorCode.INTERNAL, _ErrorCode.NOT_FOUND, _ErrorCode.INVALID_ARG
     UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, CANCELLED = _ErrorCode.UNAVAILABLE, _ErrorCode.UNSUPPORTED, _ErrorCode.ALREADY_EXISTS, _ErrorCode.CANCELLED
 
-    def __init__(self, message:str, code=_ErrorCode.INTERNAL):
-        try: text = _as_str(message)
-        except _NoMatch: text = None
-        if text is None or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
-            raise _incompatible('__init__', 'c_python_backend_utils.TritonError(message: str, code: c_python_backend_utils.'
-                                'TritonError.__ErrorCode = <__ErrorCode.INTERNAL: 1>)', (message, code))
-        self._message, self._code = text, code
+    def __init__(self, message:str, code=_ErrorCode.INTERNAL): self._message, self._code = message, code
     def message(self) -> str: return self._message
     def code(self): return self._code
     def __repr__(self): return f'TritonError({self._message!r}, {self._code})'
@@ -106,12 +64,8 @@ class Tensor:
     __slots__ = ('_name', '_array')
 
     def __init__(self, name:str, array:np.ndarray):
-        try: text = _as_str(name)
-        except _NoMatch: text = None
-        if text is None or not isinstance(array, np.ndarray):
-            raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
         if array.dtype.kind == 'U': raise TritonModelException('NumPy dtype is not supported.')
-        self._name, self._array = text, array
+        self._name, self._array = name, array
 
     def name(self) -> str: return self._name
     def as_numpy(self) -> np.ndarray: return self._array
@@ -196,35 +150,7 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
-class MemoryType(Enum):
-    "Where a model would like BLS outputs (only CPU exists here)."
-    TRITONSERVER_MEMORY_GPU = 0; TRITONSERVER_MEMORY_CPU = 1
-TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU = MemoryType.TRITONSERVER_MEMORY_GPU, MemoryType.TRITONSERVER_MEMORY_CPU
-
-class PreferredMemory:
-    "`preferred_memory=` of a BLS request; accepted and ignored (outputs are always numpy arrays)."
-    def __init__(self, preferred_memory_type=TRITONSERVER_MEMORY_CPU, preferred_device_id:int=0):
-        self.preferred_memory_type, self.preferred_device_id = preferred_memory_type, preferred_device_id
-
 # %% ../nbs/04_pb_utils.ipynb #aa47d9c6
-_BLS_ORDER = ('request_id', 'correlation_id', 'inputs', 'requested_output_names', 'model_name', 'model_version',
-              'flags', 'timeout', 'preferred_memory', 'trace', 'parameters')
-_BLS_DEFAULTS = dict(request_id='', correlation_id=0, model_version=-1, flags=0, timeout=0, preferred_memory=None,
-                     trace=None, parameters=None)
-def _bls_arguments(args:tuple, kwargs:dict) -> dict:
-    "Bind the BLS constructor's arguments as pybind11 does, or raise its TypeError."
-    def bad(): return _incompatible('__init__', _BLS_SIGNATURE, args, kwargs)   # the text: in the appendix
-    given = dict(zip(_BLS_ORDER, args))
-    if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad()
-    a = {**_BLS_DEFAULTS, **given, **kwargs}
-    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad()
-    try:
-        a['request_id'], a['model_name'] = _as_str(a['request_id']), _as_str(a['model_name'])
-        a['model_version'], a['flags'], a['timeout'] = _as_int(a['model_version']), _as_int(a['flags'], 'uint32'), _as_int(a['timeout'], 'uint64')
-        a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor)), _as_list(a['requested_output_names'], _as_str)
-    except _NoMatch: raise bad() from None
-    return a
-
 def _check_parameters(p) -> dict:
     if p is None: return {}
     if not isinstance(p, dict): raise TritonModelException(f'Expect N8pybind114dictE, got {type(p)}')
@@ -236,12 +162,12 @@ def _check_parameters(p) -> dict:
 # %% ../nbs/04_pb_utils.ipynb #d546fcad
 class InferenceRequest:
     "A request given to `execute`, or one a model builds to call another model (BLS)."
-    def __init__(self, *args, **kwargs):
-        a = _bls_arguments(args, kwargs)
-        params = _check_parameters(a['parameters'])
-        self._model_name, self._model_version = a['model_name'], a['model_version']
-        self._inputs, self._requested = list(a['inputs']), set(a['requested_output_names'])
-        self._id, self._corr, self._flags, self._timeout = a['request_id'], a['correlation_id'], a['flags'], a['timeout']
+    def __init__(self, request_id='', correlation_id=0, inputs=(), requested_output_names=(), model_name='',
+                 model_version=-1, flags=0, timeout=0, preferred_memory=None, trace=None, parameters=None):
+        params = _check_parameters(parameters)
+        self._model_name, self._model_version = model_name, model_version
+        self._inputs, self._requested = list(inputs), set(requested_output_names)
+        self._id, self._corr, self._flags, self._timeout = request_id, correlation_id, flags, timeout
         self._params, self._params_json, self._core = params, json.dumps(params), None
 
     def inputs(self) -> list: return self._inputs
@@ -302,13 +228,8 @@ def using_decoupled_model_transaction_policy(model_config:dict) -> bool:
 # %% ../nbs/04_pb_utils.ipynb #a7a5893b
 class InferenceResponse:
     "A model's answer to one request: `InferenceResponse(output_tensors=[...], error=None)`."
-    def __init__(self, output_tensors:list=(), error:TritonError|None=None, **kwargs):
-        try: outputs = _as_list(output_tensors, _as_instance(Tensor))
-        except _NoMatch: outputs = None
-        if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
-            raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
-                                ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
-        self._outputs, self._error, self._parameters = outputs, error, {}
+    def __init__(self, output_tensors:list=(), error:TritonError|None=None):
+        self._outputs, self._error, self._parameters = list(output_tensors), error, {}
     def output_tensors(self) -> list: return self._outputs
     def has_error(self) -> bool: return self._error is not None
     def error(self) -> TritonError | None: return self._error
@@ -338,12 +259,7 @@ class InferenceResponseSender:
         self._core, self._keep, self._decoupled, self._closed, self._pending = core, keep, decoupled, False, None
 
     def send(self, response:InferenceResponse|None=None, flags:int=0):
-        given = flags
-        try: flags = _as_int(flags, 'uint32')
-        except _NoMatch: flags = None
-        if not (response is None or isinstance(response, InferenceResponse)) or flags is None:
-            raise _incompatible('send', '(self: c_python_backend_utils.InferenceResponseSender, response: c_python_backend_utils.'
-                                'InferenceResponse = None, flags: int = 0) -> None', (self, response) + ((given,) if given else ()))
+        "Send one response (and/or, with `flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`, close the stream)."
         if self._closed: raise TritonModelException('Unable to send response. Response sender has been closed.')
         final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         if response is None and not final:
@@ -358,36 +274,12 @@ class InferenceResponseSender:
 
 # %% ../nbs/04_pb_utils.ipynb #a9d24c16
 @patch
-def _send_one(self:InferenceResponseSender, response, final:bool):
-    "A model that is not decoupled: hold its one response until the final flag, then deliver it."
-    if response is not None:
-        if self._pending is not None:
-            response = InferenceResponse(error=TritonError('expected a single response, got 2'))
-        self._pending = response
-    if not final: return
-    if self._pending is None:
-        raise TritonModelException('Unable to send response. Non-decoupled model cannot send complete final before sending a response.')
-    self._closed = True
-    self._core.send(to_core_response(self._pending, self._keep), True)
-
-@patch
 def get_response_sender(self:InferenceRequest) -> InferenceResponseSender:
     "The sender for this request's responses."
     if getattr(self, '_sender', None) is None:
         if self._core is None: self._core = CoreRequest(self._model_name, {}, response_callback=_Recorder())
         self._sender = InferenceResponseSender(self._core, self._requested or None, getattr(self, '_decoupled', True))
     return self._sender
-
-# %% ../nbs/04_pb_utils.ipynb #ed9b9d09
-class _Recorder:
-    "The callback of a request built outside a server: keeps what its sender sent."
-    def __init__(self): self.sent = []
-    def __call__(self, req, resp, final): self.sent.append((None if resp is None else from_core_response(resp), final))
-
-@patch(as_prop=True)
-def sent(self:InferenceResponseSender):
-    "What was sent through this sender, for a request built outside a server (None inside one)."
-    return getattr(self._core.response_callback, 'sent', None)
 
 # %% ../nbs/04_pb_utils.ipynb #2ca7623a
 @patch
@@ -396,13 +288,6 @@ def _to_core_request(self:InferenceRequest, callback) -> CoreRequest:
                        id=self._id, requested_outputs=list(self._requested) or None, parameters=self._params,
                        timeout_us=self._timeout, correlation_id=self._corr, flags=self._flags,
                        response_callback=callback)
-
-def _bls_error(model_name, err:CoreError) -> InferenceResponse:
-    "The response for a BLS request that could not run."
-    msg = err.message
-    if msg.startswith('Request for unknown model'):      # not found, no version available, version not ready
-        msg = f"Failed for execute the inference request. Model '{model_name}' is not ready."
-    return InferenceResponse(error=TritonError(f'Model {model_name} - Error when running inference: {msg}'))
 
 def _bls_response(core) -> InferenceResponse:
     "What a BLS caller gets for one response of the callee."
@@ -465,23 +350,6 @@ async def async_exec(self:InferenceRequest, decoupled:bool=False):
     it = self._start(False, on_final=lambda: loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None)))
     await done
     return next(it)
-
-# %% ../nbs/04_pb_utils.ipynb #3dc4a949
-def is_model_ready(model_name:str, model_version:str='') -> bool:
-    "Whether `model_name` (at `model_version`, default the latest) is READY on this server."
-    return _server('is_model_ready').is_model_ready(model_name, model_version)
-
-def load_model(model_name:str, config:str='', files:dict|None=None):
-    "Load (or reload) a model, optionally with a JSON config override and override files (explicit mode)."
-    files = {k[len('file:'):]: v for k, v in (files or {}).items() if k.startswith('file:')}   # Triton's keys: 'file:1/model.py'
-    try:
-        check_model_name(model_name)
-        _server('load_model').load_model(model_name, config=config or None, files=files or None)
-    except CoreError as e: raise TritonModelException(e.message) from None
-
-def unload_model(model_name:str, unload_dependents:bool=False):
-    try: _server('unload_model').unload_model(model_name, unload_dependents=unload_dependents)
-    except CoreError as e: raise TritonModelException(e.message) from None
 
 # %% ../nbs/04_pb_utils.ipynb #e9ed35c1
 _model_logger = logging.getLogger('triton_mini.model')
@@ -706,6 +574,48 @@ def add_output(self:ModelConfig, output:dict):
     "Add (or complete) an output: `name`, `data_type` and `dims`."
     _add_tensor(self, 'output', output, ('name', 'data_type', 'dims'))
 
+# %% ../nbs/04_pb_utils.ipynb #3dc4a949
+def is_model_ready(model_name:str, model_version:str='') -> bool:
+    "Whether `model_name` (at `model_version`, default the latest) is READY on this server."
+    return _server('is_model_ready').is_model_ready(model_name, model_version)
+
+def load_model(model_name:str, config:str='', files:dict|None=None):
+    "Load (or reload) a model, optionally with a JSON config override and override files (explicit mode)."
+    files = {k[len('file:'):]: v for k, v in (files or {}).items() if k.startswith('file:')}   # Triton's keys: 'file:1/model.py'
+    try:
+        check_model_name(model_name)
+        _server('load_model').load_model(model_name, config=config or None, files=files or None)
+    except CoreError as e: raise TritonModelException(e.message) from None
+
+def unload_model(model_name:str, unload_dependents:bool=False):
+    try: _server('unload_model').unload_model(model_name, unload_dependents=unload_dependents)
+    except CoreError as e: raise TritonModelException(e.message) from None
+
+# %% ../nbs/04_pb_utils.ipynb #ed9b9d09
+class _Recorder:
+    "The callback of a request built outside a server: keeps what its sender sent."
+    def __init__(self): self.sent = []
+    def __call__(self, req, resp, final): self.sent.append((None if resp is None else from_core_response(resp), final))
+
+@patch(as_prop=True)
+def sent(self:InferenceResponseSender):
+    "What was sent through this sender, for a request built outside a server (None inside one)."
+    return getattr(self._core.response_callback, 'sent', None)
+
+# %% ../nbs/04_pb_utils.ipynb #9ccc0826
+@patch
+def _send_one(self:InferenceResponseSender, response, final:bool):
+    "A model that is not decoupled: hold its one response until the final flag, then deliver it."
+    if response is not None:
+        if self._pending is not None:
+            response = InferenceResponse(error=TritonError('expected a single response, got 2'))
+        self._pending = response
+    if not final: return
+    if self._pending is None:
+        raise TritonModelException('Unable to send response. Non-decoupled model cannot send complete final before sending a response.')
+    self._closed = True
+    self._core.send(to_core_response(self._pending, self._keep), True)
+
 # %% ../nbs/04_pb_utils.ipynb #cc910b83
 def _incompatible(call:str, signatures:str, args:tuple=(), kwargs:dict|None=None) -> TypeError:
     "The TypeError pybind11 raises when a C++-backed pb_utils call gets arguments of the wrong type."
@@ -722,3 +632,130 @@ _BLS_SIGNATURE = ("c_python_backend_utils.InferenceRequest(request_id: str = '',
                   "c_python_backend_utils.PreferredMemory = <c_python_backend_utils.PreferredMemory object>, "
                   "trace: c_python_backend_utils.InferenceTrace = <c_python_backend_utils.InferenceTrace object>, "
                   "parameters: object = None)")
+
+# %% ../nbs/04_pb_utils.ipynb #0dd2f867
+class _NoMatch(Exception):
+    "An argument one of pybind11's casters would not load (the call then raises `_incompatible`)."
+
+def _as_str(v) -> str:
+    "pybind11's `std::string`: a str, or bytes taken as UTF-8."
+    if isinstance(v, str): return str(v)
+    if isinstance(v, bytes): return v.decode('utf-8', 'surrogateescape')
+    raise _NoMatch
+
+_INT_RANGES = {'int64': (-2**63, 2**63 - 1), 'uint32': (0, 2**32 - 1), 'uint64': (0, 2**64 - 1)}
+
+def _as_int(v, ctype:str='int64') -> int:
+    "pybind11's integer caster (convert mode): `__index__`, else a number's `int()`; floats and out-of-range values refused."
+    if isinstance(v, float): raise _NoMatch
+    try: i = operator.index(v)
+    except TypeError:
+        if not (hasattr(type(v), '__int__') or hasattr(type(v), '__float__')): raise _NoMatch from None   # PyNumber_Check
+        try: i = int(v)
+        except Exception: raise _NoMatch from None
+    lo, hi = _INT_RANGES[ctype]
+    if not lo <= i <= hi: raise _NoMatch
+    return i
+
+def _as_list(v, item) -> list:
+    "pybind11's `std::vector`: any sequence but str/bytes (PySequence_Check), each item through `item`."
+    if isinstance(v, (str, bytes, dict)) or not hasattr(type(v), '__getitem__') or not hasattr(type(v), '__len__'): raise _NoMatch
+    return [item(x) for x in v]
+
+def _as_instance(cls):
+    "The caster of a bound class: an instance of it, as is."
+    def cast(v):
+        if not isinstance(v, cls): raise _NoMatch
+        return v
+    return cast
+
+# %% ../nbs/04_pb_utils.ipynb #e6cb26be
+_BLS_ORDER = ('request_id', 'correlation_id', 'inputs', 'requested_output_names', 'model_name', 'model_version',
+              'flags', 'timeout', 'preferred_memory', 'trace', 'parameters')
+_BLS_DEFAULTS = dict(request_id='', correlation_id=0, model_version=-1, flags=0, timeout=0, preferred_memory=None,
+                     trace=None, parameters=None)
+def _bls_arguments(args:tuple, kwargs:dict) -> dict:
+    "Bind the BLS constructor's arguments as pybind11 does, or raise its TypeError."
+    def bad(): return _incompatible('__init__', _BLS_SIGNATURE, args, kwargs)   # the text: in the appendix
+    given = dict(zip(_BLS_ORDER, args))
+    if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad()
+    a = {**_BLS_DEFAULTS, **given, **kwargs}
+    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad()
+    try:
+        a['request_id'], a['model_name'] = _as_str(a['request_id']), _as_str(a['model_name'])
+        a['model_version'], a['flags'], a['timeout'] = _as_int(a['model_version']), _as_int(a['flags'], 'uint32'), _as_int(a['timeout'], 'uint64')
+        a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor)), _as_list(a['requested_output_names'], _as_str)
+    except _NoMatch: raise bad() from None
+    return a
+
+# %% ../nbs/04_pb_utils.ipynb #4dc7b54f
+@patch
+def __init__(self:TritonError, message:str, code=_ErrorCode.INTERNAL):
+    try: text = _as_str(message)
+    except _NoMatch: text = None
+    if text is None or not isinstance(code, _ErrorCode):  # a plain int is refused, as by Triton
+        raise _incompatible('__init__', 'c_python_backend_utils.TritonError(message: str, code: c_python_backend_utils.'
+                            'TritonError.__ErrorCode = <__ErrorCode.INTERNAL: 1>)', (message, code))
+    self._message, self._code = text, code
+
+@patch
+def __init__(self:Tensor, name:str, array:np.ndarray):
+    try: text = _as_str(name)
+    except _NoMatch: text = None
+    if text is None or not isinstance(array, np.ndarray):
+        raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
+    if array.dtype.kind == 'U': raise TritonModelException('NumPy dtype is not supported.')
+    self._name, self._array = text, array
+
+@patch
+def __init__(self:InferenceResponse, output_tensors:list=(), error:TritonError|None=None, **kwargs):
+    try: outputs = _as_list(output_tensors, _as_instance(Tensor))
+    except _NoMatch: outputs = None
+    if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
+        raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
+                            ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
+    self._outputs, self._error, self._parameters = outputs, error, {}
+
+# %% ../nbs/04_pb_utils.ipynb #97583062
+def _pybind(cls, method:str='__init__'):
+    "Decorator: the function `bind(self, *args, **kwargs) -> dict` converts `cls.method`'s arguments before it runs."
+    plain = cls.__dict__.get(f'_plain{method}') or getattr(cls, method)   # the main story's version
+    def wrap(bind):
+        def bound(self, *args, **kwargs): return plain(self, **bind(self, *args, **kwargs))
+        bound.__name__, bound.__qualname__, bound.__doc__ = method, f'{cls.__name__}.{method}', plain.__doc__
+        setattr(cls, f'_plain{method}', plain); setattr(cls, method, bound)
+        return bind
+    return wrap
+
+# %% ../nbs/04_pb_utils.ipynb #9adf1bcb
+@_pybind(InferenceRequest)
+def _request_args(self, *args, **kwargs): return _bls_arguments(args, kwargs)
+
+@_pybind(InferenceResponseSender, 'send')
+def _send_args(self, response=None, flags=0):
+    given = flags
+    try: flags = _as_int(flags, 'uint32')
+    except _NoMatch: flags = None
+    if not (response is None or isinstance(response, InferenceResponse)) or flags is None:
+        raise _incompatible('send', '(self: c_python_backend_utils.InferenceResponseSender, response: c_python_backend_utils.'
+                            'InferenceResponse = None, flags: int = 0) -> None', (self, response) + ((given,) if given else ()))
+    return dict(response=response, flags=flags)
+
+# %% ../nbs/04_pb_utils.ipynb #c9f55213
+class MemoryType(Enum):
+    "Where a model would like BLS outputs (only CPU exists here)."
+    TRITONSERVER_MEMORY_GPU = 0; TRITONSERVER_MEMORY_CPU = 1
+TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU = MemoryType.TRITONSERVER_MEMORY_GPU, MemoryType.TRITONSERVER_MEMORY_CPU
+
+class PreferredMemory:
+    "`preferred_memory=` of a BLS request; accepted and ignored (outputs are always numpy arrays)."
+    def __init__(self, preferred_memory_type=TRITONSERVER_MEMORY_CPU, preferred_device_id:int=0):
+        self.preferred_memory_type, self.preferred_device_id = preferred_memory_type, preferred_device_id
+
+# %% ../nbs/04_pb_utils.ipynb #f5dace28
+def _bls_error(model_name, err:CoreError) -> InferenceResponse:
+    "The response for a BLS request that could not run."
+    msg = err.message
+    if msg.startswith('Request for unknown model'):      # not found, no version available, version not ready
+        msg = f"Failed for execute the inference request. Model '{model_name}' is not ready."
+    return InferenceResponse(error=TritonError(f'Model {model_name} - Error when running inference: {msg}'))

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['DATATYPES', 'NUMPY_JSON_MIN', 'DataType', 'wire_to_config', 'config_to_wire', 'np_dtype', 'element_size',
-           'wire_from_numpy', 'element_count', 'format_shape', 'wrap_int64', 'TensorHeader', 'full_shape',
-           'shape_matches', 'apply_reshape', 'from_json_data', 'to_json_data', 'json_dumps', 'json_data',
-           'serialize_byte_tensor', 'deserialize_bytes_tensor', 'from_binary', 'to_binary', 'byte_size']
+           'wire_from_numpy', 'element_count', 'format_shape', 'wrap_int64', 'full_shape', 'shape_matches',
+           'from_json_data', 'to_json_data', 'json_dumps', 'serialize_byte_tensor', 'deserialize_bytes_tensor',
+           'from_binary', 'to_binary', 'byte_size', 'TensorHeader', 'apply_reshape', 'json_data']
 
 # %% ../nbs/01_tensors.ipynb #1e26b7dc
 from array import array
@@ -91,17 +91,6 @@ def wrap_int64(n:int)->int:
     "`n` as C++ `int64_t` arithmetic leaves it (Triton's element counts and byte sizes wrap around)."
     return (n + 2**63) % 2**64 - 2**63
 
-# %% ../nbs/01_tensors.ipynb #c8627247
-class TensorHeader:
-    "A tensor's datatype and shape without its data: what request validation looks at, for no memory."
-    __slots__ = ('wire', 'dtype', 'shape')
-    def __init__(self, datatype:str, shape):
-        self.wire, self.dtype, self.shape = datatype, np_dtype(datatype), tuple(int(d) for d in shape)
-    @property
-    def ndim(self)->int: return len(self.shape)
-    def reshape(self, shape)->'TensorHeader': return TensorHeader(self.wire, shape)
-    def __repr__(self): return f'TensorHeader({self.wire!r}, {format_shape(self.shape)})'
-
 # %% ../nbs/01_tensors.ipynb #8f329efa
 _NUMPY_MAX_DIMS = 64
 
@@ -120,15 +109,6 @@ def full_shape(dims:list, max_batch_size:int)->list:
 def shape_matches(shape:list, dims:list)->bool:
     "Does a request `shape` fit config `dims`? `-1` matches any size; the lengths must be equal."
     return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims))
-
-# %% ../nbs/01_tensors.ipynb #a065bee9
-def apply_reshape(shape:list,   # The request's shape without the batch dim
-                  dims:list,    # The config's dims for that input
-                  reshape:list, # The config's reshape.shape
-                 )->list:       # The shape the model sees (add the batch dim back yourself)
-    "Triton's reshape: `reshape`, its -1s filled with the request's variable-size dims in order."
-    variable = iter([s for s, d in zip(shape, dims) if d == -1])
-    return [next(variable) if r == -1 else r for r in reshape]
 
 # %% ../nbs/01_tensors.ipynb #a2e089fc
 def _leaves(data):
@@ -179,15 +159,6 @@ def _to_array(values, kind, dtype, shape):
     if dtype == np.float32: arr = np.frombuffer(array('f', values), np.float32)
     else: arr = np.array(values, dtype=_WIDE[kind]).astype(dtype, copy=False)
     return arr.reshape(shape)
-
-# %% ../nbs/01_tensors.ipynb #b16ceaf5
-def _string_count_error(got, expected, name, model, request_id):
-    "Triton's 400 for a BYTES tensor whose element count does not match its shape."
-    if got > expected:
-        return TritonError(f"{request_prefix(request_id)}unexpected number of string elements {max(expected, 0) + 1} "
-                           f"for inference input '{name}' for model '{model}', expecting {expected}")
-    return TritonError(f"{request_prefix(request_id)}expected {expected} string elements "
-                       f"for inference input '{name}' for model '{model}', got {got}")
 
 # %% ../nbs/01_tensors.ipynb #5058cc37
 _CHUNK = 1 << 15   # elements per bulk C call: a few ms, so a thread doing this lets the event loop in between
@@ -295,15 +266,6 @@ def to_json_data(arr:np.ndarray, # An output tensor (converted to the datatype's
         values = [v if math.isfinite(v) else _NonFinite(v) for v in values]
     return values
 
-# %% ../nbs/01_tensors.ipynb #b5dbfa17
-_ESCAPES = {b'"': b'\\"', b'\\': b'\\\\', b'\b': b'\\b', b'\f': b'\\f', b'\n': b'\\n', b'\r': b'\\r', b'\t': b'\\t'}
-_TO_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
-
-def _raw_json_string(s:str)->bytes:
-    "A JSON string of the bytes behind `s`, escaped as rapidjson does (control chars as \\u001F)."
-    raw = s.encode('utf-8', 'surrogateescape')
-    return b'"' + _TO_ESCAPE.sub(lambda m: _ESCAPES.get(m[0], b'\\u%04X' % m[0][0]), raw) + b'"'
-
 # %% ../nbs/01_tensors.ipynb #1e367e27
 def _json_default(obj):
     "orjson's hook for the values it does not write itself."
@@ -322,21 +284,6 @@ def json_dumps(obj)->bytes:
     return orjson.dumps(obj, default=_json_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
-
-# %% ../nbs/01_tensors.ipynb #a73215d1
-_NUMPY_JSON = frozenset(('bool', 'int', 'uint', 'fp'))
-NUMPY_JSON_MIN = 256   # elements: below this, tolist() is faster than the fragment's fixed cost (1.1 vs 2.8 µs for 16)
-
-def json_data(arr:np.ndarray, datatype:str):
-    "`to_json_data`, or for finite numbers the same JSON text as an orjson.Fragment written from the array."
-    dt = _lookup(datatype)
-    kind = _KIND[dt.wire]
-    if kind not in _NUMPY_JSON or arr.dtype == object or arr.size < NUMPY_JSON_MIN: return to_json_data(arr, datatype)
-    a = np.asarray(arr, dtype=dt.np_dtype)
-    if kind == 'fp':
-        if not np.isfinite(a).all(): return to_json_data(arr, datatype)
-        a = a.astype(np.float64)
-    return orjson.Fragment(orjson.dumps(np.ascontiguousarray(a).ravel(), option=orjson.OPT_SERIALIZE_NUMPY))
 
 # %% ../nbs/01_tensors.ipynb #81a3b6cf
 def _as_bytes(x)->bytes:
@@ -440,3 +387,56 @@ def byte_size(arr, datatype:str)->int:
     values = np.asarray(arr, dtype=object).ravel().tolist()
     if _all_of(values, bytes): return 4 * len(values) + sum(map(len, values))
     return sum(4 + len(_as_bytes(x)) for x in values)
+
+# %% ../nbs/01_tensors.ipynb #c8627247
+class TensorHeader:
+    "A tensor's datatype and shape without its data: what request validation looks at, for no memory."
+    __slots__ = ('wire', 'dtype', 'shape')
+    def __init__(self, datatype:str, shape):
+        self.wire, self.dtype, self.shape = datatype, np_dtype(datatype), tuple(int(d) for d in shape)
+    @property
+    def ndim(self)->int: return len(self.shape)
+    def reshape(self, shape)->'TensorHeader': return TensorHeader(self.wire, shape)
+    def __repr__(self): return f'TensorHeader({self.wire!r}, {format_shape(self.shape)})'
+
+# %% ../nbs/01_tensors.ipynb #a065bee9
+def apply_reshape(shape:list,   # The request's shape without the batch dim
+                  dims:list,    # The config's dims for that input
+                  reshape:list, # The config's reshape.shape
+                 )->list:       # The shape the model sees (add the batch dim back yourself)
+    "Triton's reshape: `reshape`, its -1s filled with the request's variable-size dims in order."
+    variable = iter([s for s, d in zip(shape, dims) if d == -1])
+    return [next(variable) if r == -1 else r for r in reshape]
+
+# %% ../nbs/01_tensors.ipynb #b5dbfa17
+_ESCAPES = {b'"': b'\\"', b'\\': b'\\\\', b'\b': b'\\b', b'\f': b'\\f', b'\n': b'\\n', b'\r': b'\\r', b'\t': b'\\t'}
+_TO_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+
+def _raw_json_string(s:str)->bytes:
+    "A JSON string of the bytes behind `s`, escaped as rapidjson does (control chars as \\u001F)."
+    raw = s.encode('utf-8', 'surrogateescape')
+    return b'"' + _TO_ESCAPE.sub(lambda m: _ESCAPES.get(m[0], b'\\u%04X' % m[0][0]), raw) + b'"'
+
+# %% ../nbs/01_tensors.ipynb #a73215d1
+_NUMPY_JSON = frozenset(('bool', 'int', 'uint', 'fp'))
+NUMPY_JSON_MIN = 256   # elements: below this, tolist() is faster than the fragment's fixed cost (1.1 vs 2.8 µs for 16)
+
+def json_data(arr:np.ndarray, datatype:str):
+    "`to_json_data`, or for finite numbers the same JSON text as an orjson.Fragment written from the array."
+    dt = _lookup(datatype)
+    kind = _KIND[dt.wire]
+    if kind not in _NUMPY_JSON or arr.dtype == object or arr.size < NUMPY_JSON_MIN: return to_json_data(arr, datatype)
+    a = np.asarray(arr, dtype=dt.np_dtype)
+    if kind == 'fp':
+        if not np.isfinite(a).all(): return to_json_data(arr, datatype)
+        a = a.astype(np.float64)
+    return orjson.Fragment(orjson.dumps(np.ascontiguousarray(a).ravel(), option=orjson.OPT_SERIALIZE_NUMPY))
+
+# %% ../nbs/01_tensors.ipynb #b16ceaf5
+def _string_count_error(got, expected, name, model, request_id):
+    "Triton's 400 for a BYTES tensor whose element count does not match its shape."
+    if got > expected:
+        return TritonError(f"{request_prefix(request_id)}unexpected number of string elements {max(expected, 0) + 1} "
+                           f"for inference input '{name}' for model '{model}', expecting {expected}")
+    return TritonError(f"{request_prefix(request_id)}expected {expected} string elements "
+                       f"for inference input '{name}' for model '{model}', got {got}")
