@@ -20,10 +20,11 @@ from .model_repository import model_path, op_library_path
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'make_onnx_model', 'save_onnx', 'linear_weights', 'make_linear_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo',
-           'tensor_info', 'tensor_infos', 'int_parameter', 'bool_parameter', 'session_options', 'run_options',
-           'model_file', 'load_session', 'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance',
-           'concat_requests', 'split_batch', 'can_batch', 'autocomplete_tensors', 'ONNXRuntimeBackend', 'ort_error']
+__all__ = ['log', 'make_onnx_model', 'save_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo', 'tensor_info', 'tensor_infos',
+           'int_parameter', 'bool_parameter', 'session_options', 'run_options', 'model_file', 'load_session',
+           'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance', 'concat_requests',
+           'split_batch', 'ONNXRuntimeBackend', 'can_batch', 'autocomplete_tensors', 'linear_weights',
+           'make_linear_onnx', 'ort_error']
 
 # %% ../nbs/04b_onnx_backend.ipynb #09c1304a
 _ONNX_OPSET, _ONNX_IR_VERSION = 14, 8   # old enough for every onnxruntime >= 1.10 to load
@@ -50,25 +51,6 @@ def save_onnx(model, path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
-
-# %% ../nbs/04b_onnx_backend.ipynb #e778eeba
-def linear_weights(in_features:int=4, out_features:int=2, seed:int=0) -> tuple:
-    "W `[in, out]` and b `[out]` of the linear model, exact in float32."
-    i, j = np.meshgrid(np.arange(in_features), np.arange(out_features), indexing='ij')
-    w = (((3 * i + 5 * j + seed) % 7) - 3) / 4
-    b = (((np.arange(out_features) + seed) % 3) - 1) / 2
-    return w.astype(np.float32), b.astype(np.float32)
-
-# %% ../nbs/04b_onnx_backend.ipynb #a939bf36
-def make_linear_onnx(path, in_features:int=4, out_features:int=2, seed:int=0) -> Path:
-    "Write seed 000's linear projection as a real ONNX model: OUTPUT0 = INPUT0 @ W + b, rows `[batch, in]`."
-    from onnx import helper, numpy_helper
-    w, b = linear_weights(in_features, out_features, seed)
-    nodes = [helper.make_node('MatMul', ['INPUT0', 'W'], ['xw']), helper.make_node('Add', ['xw', 'b'], ['OUTPUT0'])]
-    model = make_onnx_model(nodes, [('INPUT0', np.float32, ['batch', in_features])],
-                            [('OUTPUT0', np.float32, ['batch', out_features])],
-                            [numpy_helper.from_array(w, 'W'), numpy_helper.from_array(b, 'b')], 'linear')
-    return save_onnx(model, path)
 
 # %% ../nbs/04b_onnx_backend.ipynb #de92804e
 def make_add_sub_onnx(path, dtype=np.float32, shape:tuple=('batch', 4)) -> Path:
@@ -381,6 +363,15 @@ def _execute(self:ONNXRuntimeInstance, requests:list) -> list:
     self.timing = (marks[1] - marks[0], marks[2] - marks[1], marks[3] - marks[2])
     return responses
 
+# %% ../nbs/04b_onnx_backend.ipynb #b8af515d
+class ONNXRuntimeBackend(Backend):
+    "Triton's onnxruntime backend: runs `<version>/model.onnx` with ONNX Runtime on the CPU."
+    name, platforms, default_model_filename = 'onnxruntime', ('onnxruntime_onnx',), 'model.onnx'
+    instance_class = ONNXRuntimeInstance
+
+    def __init__(self, default_max_batch_size:int=4):  # --backend-config=onnxruntime,default-max-batch-size=N
+        self.default_max_batch_size = default_max_batch_size
+
 # %% ../nbs/04b_onnx_backend.ipynb #850ead50
 def can_batch(inputs:dict, outputs:dict) -> bool:
     "Triton's test for a batchable ONNX model: every input and output starts with a variable dimension."
@@ -413,32 +404,6 @@ def autocomplete_tensors(infos:dict, max_batch_size:int, cls=ModelInput) -> list
         out.append(io)
     return out
 
-# %% ../nbs/04b_onnx_backend.ipynb #31d7078a
-class ONNXRuntimeBackend(Backend):
-    "Triton's onnxruntime backend: runs `<version>/model.onnx` with ONNX Runtime on the CPU."
-    name, platforms, default_model_filename = 'onnxruntime', ('onnxruntime_onnx',), 'model.onnx'
-    instance_class = ONNXRuntimeInstance
-
-    def __init__(self, default_max_batch_size:int=4):  # --backend-config=onnxruntime,default-max-batch-size=N
-        self.default_max_batch_size = default_max_batch_size
-
-    def auto_complete_config(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
-        "Fill max_batch_size, dynamic batching, inputs and outputs from the ONNX model, as Triton does."
-        if (config.input or config.batch_input) and config.output:
-            log.info(f"skipping model configuration auto-complete for '{config.name}': inputs and outputs already specified")
-            return config
-        path = _newest_model_file(Path(model_dir), config.default_model_filename or self.default_model_filename)
-        if path is None: return config
-        so = ort.SessionOptions()
-        so.log_severity_level, so.graph_optimization_level = 3, ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = load_session(path, so)
-        inputs, outputs = tensor_infos(session.get_inputs()), tensor_infos(session.get_outputs())
-        c = copy.deepcopy(config)
-        _complete_max_batch_size(c, can_batch(inputs, outputs), self.default_max_batch_size)
-        if not (c.input or c.batch_input): c.input = autocomplete_tensors(inputs, c.max_batch_size, ModelInput)
-        if not c.output: c.output = autocomplete_tensors(outputs, c.max_batch_size, ModelOutput)
-        return c
-
 # %% ../nbs/04b_onnx_backend.ipynb #977fdaf4
 def _newest_model_file(model_dir:Path, filename:str) -> Path | None:
     "The model file of the highest version that has one (a directory means its model.onnx)."
@@ -447,6 +412,44 @@ def _newest_model_file(model_dir:Path, filename:str) -> Path | None:
         try: return model_file(model_dir / str(v), filename, '')
         except TritonError: continue       # missing, or outside the model folder: never opened
     return None
+
+# %% ../nbs/04b_onnx_backend.ipynb #31d7078a
+@patch
+def auto_complete_config(self:ONNXRuntimeBackend, config:ModelConfig, model_dir:Path) -> ModelConfig:
+    "Fill max_batch_size, dynamic batching, inputs and outputs from the ONNX model, as Triton does."
+    if (config.input or config.batch_input) and config.output:
+        log.info(f"skipping model configuration auto-complete for '{config.name}': inputs and outputs already specified")
+        return config
+    path = _newest_model_file(Path(model_dir), config.default_model_filename or self.default_model_filename)
+    if path is None: return config
+    so = ort.SessionOptions()
+    so.log_severity_level, so.graph_optimization_level = 3, ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = load_session(path, so)
+    inputs, outputs = tensor_infos(session.get_inputs()), tensor_infos(session.get_outputs())
+    c = copy.deepcopy(config)
+    _complete_max_batch_size(c, can_batch(inputs, outputs), self.default_max_batch_size)
+    if not (c.input or c.batch_input): c.input = autocomplete_tensors(inputs, c.max_batch_size, ModelInput)
+    if not c.output: c.output = autocomplete_tensors(outputs, c.max_batch_size, ModelOutput)
+    return c
+
+# %% ../nbs/04b_onnx_backend.ipynb #e778eeba
+def linear_weights(in_features:int=4, out_features:int=2, seed:int=0) -> tuple:
+    "W `[in, out]` and b `[out]` of the linear model, exact in float32."
+    i, j = np.meshgrid(np.arange(in_features), np.arange(out_features), indexing='ij')
+    w = (((3 * i + 5 * j + seed) % 7) - 3) / 4
+    b = (((np.arange(out_features) + seed) % 3) - 1) / 2
+    return w.astype(np.float32), b.astype(np.float32)
+
+# %% ../nbs/04b_onnx_backend.ipynb #a939bf36
+def make_linear_onnx(path, in_features:int=4, out_features:int=2, seed:int=0) -> Path:
+    "Write seed 000's linear projection as a real ONNX model: OUTPUT0 = INPUT0 @ W + b, rows `[batch, in]`."
+    from onnx import helper, numpy_helper
+    w, b = linear_weights(in_features, out_features, seed)
+    nodes = [helper.make_node('MatMul', ['INPUT0', 'W'], ['xw']), helper.make_node('Add', ['xw', 'b'], ['OUTPUT0'])]
+    model = make_onnx_model(nodes, [('INPUT0', np.float32, ['batch', in_features])],
+                            [('OUTPUT0', np.float32, ['batch', out_features])],
+                            [numpy_helper.from_array(w, 'W'), numpy_helper.from_array(b, 'b')], 'linear')
+    return save_onnx(model, path)
 
 # %% ../nbs/04b_onnx_backend.ipynb #bce1793a
 _ORT_ERROR = re.compile(r'\[ONNXRuntimeError\] : (\d+) : \w+ : (.*)', re.S)

@@ -183,21 +183,6 @@ async def _in_context(self:PythonModelInstance, coro):
     try: return await coro
     finally: pb_utils.reset_context(token)
 
-# %% ../nbs/04a_python_backend.ipynb #9f113e47
-@patch
-def _in_background(self:PythonModelInstance, coro):
-    "Start a decoupled model's coroutine on the instance's loop and return without waiting for it."
-    future = asyncio.run_coroutine_threadsafe(self._in_context(coro), self._async_loop())
-    future.add_done_callback(self._background_done)
-
-@patch
-def _background_done(self:PythonModelInstance, future):
-    "Log the traceback of a background execute that raised, as Triton's stub does (from the model's first frame)."
-    if future.cancelled() or (e := future.exception()) is None: return
-    tb = e.__traceback__
-    while tb is not None and Path(tb.tb_frame.f_code.co_filename).parent != self.model_file.parent: tb = tb.tb_next
-    log.error(''.join(traceback.format_exception(type(e), e, tb)))
-
 # %% ../nbs/04a_python_backend.ipynb #5a665474
 @patch
 def _check_result(self:PythonModelInstance, result, n:int):
@@ -292,7 +277,7 @@ def finalize(self:PythonModelInstance):
         pb_utils._abandon_families(self.context)
         if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
 
-# %% ../nbs/04a_python_backend.ipynb #bf7cae27
+# %% ../nbs/04a_python_backend.ipynb #01f0154b
 class PythonBackend(Backend):
     "Triton's Python backend: runs `<version>/model.py` files."
     name, default_model_filename = 'python', 'model.py'
@@ -306,43 +291,6 @@ class PythonBackend(Backend):
             return StubModelInstance(args, self.server, self.metric_families)
         return PythonModelInstance(args, self.server, self.metric_families)
 
-    def auto_complete_config(self, config:ModelConfig, model_dir:Path) -> ModelConfig:
-        "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
-        if self.mode_for(config) == 'process':   # in a short-lived stub, as Triton does (04c_stub_process)
-            from triton_mini.stub_process import auto_complete_in_stub
-            return auto_complete_in_stub(config, model_dir, self._auto_complete_file(config, model_dir))
-        return self.auto_complete_here(config, model_dir)
-
-    def auto_complete_here(self, config:ModelConfig, model_dir:Path, file:Path|None=None) -> ModelConfig:
-        "`auto_complete_config` in this process: import model.py (or `file`), call the static method, check what it returns."
-        file = file or self._auto_complete_file(config, model_dir)
-        if file is None: return config      # a file outside the model folder is never imported: the load says why
-        try:
-            with model_argv(): module = import_model_file(file, file.parent.name)
-        except TritonError: return config   # a broken model.py: loading the version will fail with the reason
-        try:
-            cls = module.TritonPythonModel
-            if not hasattr(cls, 'auto_complete_config'): return config
-            try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
-            except KeyboardInterrupt: raise
-            except BaseException as e: raise ConfigError(_format_exception(e, file), stage='load', code='Internal') from None
-            if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
-                raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
-                                  "return a valid pb.ModelConfig object.", stage='load', code='Internal')
-            return ModelConfig.from_dict(done.as_dict())
-        finally: release_model_module(module)
-
-    def _auto_complete_file(self, config:ModelConfig, model_dir:Path) -> Path | None:
-        "The file whose `auto_complete_config` runs: the one in the highest-numbered version folder that has it."
-        versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
-        fname = config.default_model_filename or self.default_model_filename
-        return next((f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()), None)   # as checked
-
-def _inside(model_dir, version, fname) -> Path | None:
-    "The checked path of `fname` in `version`, None when it leaves the model folder."
-    try: return model_path(model_dir, str(version), fname)
-    except TritonError: return None
-
 # %% ../nbs/04a_python_backend.ipynb #01938cac
 PYTHON_BACKEND_MODES = ('thread', 'process')
 
@@ -355,6 +303,62 @@ def mode_for(self:PythonBackend, cfg:ModelConfig) -> str:
     if mode not in PYTHON_BACKEND_MODES:
         raise TritonError(f"parameter 'python_backend_mode' of model '{cfg.name}' must be 'thread' or 'process', got '{mode}'", 'INVALID_ARG')
     return mode
+
+# %% ../nbs/04a_python_backend.ipynb #9f113e47
+@patch
+def _in_background(self:PythonModelInstance, coro):
+    "Start a decoupled model's coroutine on the instance's loop and return without waiting for it."
+    future = asyncio.run_coroutine_threadsafe(self._in_context(coro), self._async_loop())
+    future.add_done_callback(self._background_done)
+
+@patch
+def _background_done(self:PythonModelInstance, future):
+    "Log the traceback of a background execute that raised, as Triton's stub does (from the model's first frame)."
+    if future.cancelled() or (e := future.exception()) is None: return
+    tb = e.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).parent != self.model_file.parent: tb = tb.tb_next
+    log.error(''.join(traceback.format_exception(type(e), e, tb)))
+
+# %% ../nbs/04a_python_backend.ipynb #e2f83081
+@patch
+def auto_complete_config(self:PythonBackend, config:ModelConfig, model_dir:Path) -> ModelConfig:
+    "Let the model's `auto_complete_config` fill inputs, outputs, batching and transaction policy."
+    if self.mode_for(config) == 'process':   # in a short-lived stub, as Triton does (04c_stub_process)
+        from triton_mini.stub_process import auto_complete_in_stub
+        return auto_complete_in_stub(config, model_dir, self._auto_complete_file(config, model_dir))
+    return self.auto_complete_here(config, model_dir)
+
+@patch
+def auto_complete_here(self:PythonBackend, config:ModelConfig, model_dir:Path, file:Path|None=None) -> ModelConfig:
+    "`auto_complete_config` in this process: import model.py (or `file`), call the static method, check what it returns."
+    file = file or self._auto_complete_file(config, model_dir)
+    if file is None: return config      # a file outside the model folder is never imported: the load says why
+    try:
+        with model_argv(): module = import_model_file(file, file.parent.name)
+    except TritonError: return config   # a broken model.py: loading the version will fail with the reason
+    try:
+        cls = module.TritonPythonModel
+        if not hasattr(cls, 'auto_complete_config'): return config
+        try: done = cls.auto_complete_config(pb_utils.ModelConfig(config.to_json()))
+        except KeyboardInterrupt: raise
+        except BaseException as e: raise ConfigError(_format_exception(e, file), stage='load', code='Internal') from None
+        if not isinstance(done, pb_utils.ModelConfig):    # e.g. a forgotten `return`: Triton's stub refuses it
+            raise ConfigError(f"auto_complete_config function in model '{config.name or Path(model_dir).name}' must "
+                              "return a valid pb.ModelConfig object.", stage='load', code='Internal')
+        return ModelConfig.from_dict(done.as_dict())
+    finally: release_model_module(module)
+
+@patch
+def _auto_complete_file(self:PythonBackend, config:ModelConfig, model_dir:Path) -> Path | None:
+    "The file whose `auto_complete_config` runs: the one in the highest-numbered version folder that has it."
+    versions = sorted((int(p.name) for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
+    fname = config.default_model_filename or self.default_model_filename
+    return next((f for v in versions if (f := _inside(model_dir, v, fname)) is not None and f.exists()), None)   # as checked
+
+def _inside(model_dir, version, fname) -> Path | None:
+    "The checked path of `fname` in `version`, None when it leaves the model folder."
+    try: return model_path(model_dir, str(version), fname)
+    except TritonError: return None
 
 # %% ../nbs/04a_python_backend.ipynb #a214ef94
 class PythonBasedBackend(PythonBackend):
