@@ -79,7 +79,12 @@ def infer(port, model, x):
 
 
 def stubs(pid:int) -> list:
-    return [p for p in psutil.Process(pid).children(recursive=True) if 'stub_main' in ' '.join(p.cmdline())]
+    "The stub processes below `pid`: started with stub_main, or forked by the fork server (whose command line they share)."
+    def is_stub(p):
+        try: cmd = ' '.join(p.cmdline())
+        except psutil.NoSuchProcess: return False
+        return 'stub_main' in cmd or ('fork_server_main' in cmd and 'fork_server_main' in ' '.join(p.parent().cmdline()))
+    return [p for p in psutil.Process(pid).children(recursive=True) if is_stub(p)]
 
 
 def test_a_dying_stub_answers_as_triton_and_the_others_serve(mini_process, repo):

@@ -14,11 +14,12 @@ from .errors import TritonError
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'Channel', 'channel_pair',
-           'send_message', 'recv_message', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command',
-           'server_paths', 'spawn_stub', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main',
-           'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state',
-           'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members']
+__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
+           'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire', 'release_flags',
+           'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env', 'not_healthy',
+           'StubModelInstance', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
+           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members',
+           'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_server']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -757,6 +758,164 @@ def safe_members(tar, archive) -> list:
                               "outside the environment's folder", 'INTERNAL')
         if m.issym(): links.append(name)
     return tar.getmembers()
+
+# %% ../nbs/04c_stub_process.ipynb #b19741c0
+import atexit, select, traceback, queue
+
+FORK_SERVER_MAIN = 'from triton_mini.stub_process import fork_server_main; fork_server_main(int(sys.argv[1]))'
+_FORK_MSG = struct.Struct('<Bii')   # fork server -> server: (0 forked | 1 exited, pid, exit code)
+
+def _recv_exact(sock:socket.socket, n:int) -> bytes:
+    buf = b''
+    while len(buf) < n:
+        if not (chunk := sock.recv(n - len(buf))): raise EOFError
+        buf += chunk
+    return buf
+
+# %% ../nbs/04c_stub_process.ipynb #7d171fc8
+def fork_server_main(fd:int):
+    "The fork server: import what every stub imports once, then fork a stub per request, reap them, report their exits."
+    from triton_mini import pb_utils, python_backend, scheduler   # noqa: F401  what a stub imports before its first batch
+    sock = socket.socket(fileno=fd)
+    for sig in (signal.SIGINT, signal.SIGTERM): signal.signal(sig, signal.SIG_IGN)   # as a stub: the server decides
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False); os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)                       # SIGCHLD wakes the select below
+    signal.signal(signal.SIGCHLD, lambda *a: None)
+    while True:
+        try: ready, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError: continue
+        if wake_r in ready: _reap(sock, wake_r)
+        if sock in ready:
+            try:
+                head, fds, _, _ = socket.recv_fds(sock, 4, 2)
+                if not head: os._exit(0)               # the server closed its end: nothing more to start
+                cwd = _recv_exact(sock, struct.unpack('<I', head + _recv_exact(sock, 4 - len(head)) if len(head) < 4 else head)[0]).decode()
+            except (EOFError, OSError): os._exit(0)
+            pid = os.fork()
+            if pid == 0: _forked_stub(sock, (wake_r, wake_w), fds, cwd)
+            for f in fds: os.close(f)
+            sock.sendall(_FORK_MSG.pack(0, pid, 0))
+
+def _reap(sock:socket.socket, wake_r:int):
+    "Collect every exited child and tell the server its exit code (negative: the signal that killed it)."
+    try: os.read(wake_r, 512)
+    except BlockingIOError: pass
+    while True:
+        try: pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError: return
+        if pid == 0: return
+        sock.sendall(_FORK_MSG.pack(1, pid, os.waitstatus_to_exitcode(status)))
+
+def _forked_stub(sock:socket.socket, wake:tuple, fds:list, cwd:str):
+    "In the child: drop the fork server's ends, take the server's directory and fresh random state, serve; never return."
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1); signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close(); os.close(wake[0]); os.close(wake[1])
+        os.chdir(cwd)
+        if 'numpy.random' in sys.modules: np.random.seed()
+        stub_main(*fds)
+        code = 0
+    except SystemExit as e: code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException: traceback.print_exc()
+    finally:
+        try: atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush()
+        finally: os._exit(code)   # never back into the fork server's loop
+
+# %% ../nbs/04c_stub_process.ipynb #16ce71fa
+class ForkedStub:
+    "`subprocess.Popen`'s poll/wait/kill for a stub the fork server started: the fork server reaps it and reports its exit code."
+    def __init__(self, pid:int): self.pid, self.returncode, self._done = pid, None, threading.Event()
+    def poll(self): return self.returncode
+    def wait(self, timeout=None):
+        if not self._done.wait(timeout): raise subprocess.TimeoutExpired(f'stub {self.pid}', timeout)
+        return self.returncode
+    def kill(self):
+        if self.returncode is None:
+            try: os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+    def _exited(self, code:int): self.returncode = code; self._done.set()
+
+class ForkServer:
+    "A running fork server, started with `env`: `spawn()` starts a stub without starting Python."
+    def __init__(self, env:dict):
+        self.sock, theirs = socket.socketpair()
+        try: self.proc = subprocess.Popen([sys.executable, '-c', 'import sys; ' + FORK_SERVER_MAIN, str(theirs.fileno())],
+                                          pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        finally: theirs.close()
+        self.lock, self.children, self.forked, self.alive = threading.Lock(), {}, queue.Queue(), True
+        threading.Thread(target=self._read, name='triton_mini:fork_server', daemon=True).start()
+
+# %% ../nbs/04c_stub_process.ipynb #7948b895
+@patch
+def spawn(self:ForkServer) -> tuple:
+    "A new stub: (its ForkedStub, our ends of its `work` and `side` channels)."
+    (work, their_work), (side, their_side) = socket.socketpair(), socket.socketpair()
+    try:
+        cwd = os.getcwd().encode()
+        with self.lock:   # one request at a time: the pids come back in order
+            socket.send_fds(self.sock, [struct.pack('<I', len(cwd)) + cwd], [their_work.fileno(), their_side.fileno()])
+            if (pid := self.forked.get(timeout=30)) is None: raise OSError('the fork server is gone')
+            child = self.children[pid] = ForkedStub(pid)
+    except BaseException: work.close(); side.close(); raise
+    finally: their_work.close(); their_side.close()
+    return child, Channel(work), Channel(side)
+
+@patch
+def _read(self:ForkServer):
+    "The fork server's messages: pids of new stubs (to `spawn`), exit codes (to their ForkedStub)."
+    try:
+        while True:
+            kind, pid, code = _FORK_MSG.unpack(_recv_exact(self.sock, _FORK_MSG.size))
+            if kind == 0: self.forked.put(pid)
+            elif (child := self.children.pop(pid, None)) is not None: child._exited(code)
+    except (EOFError, OSError): pass
+    self.alive = False
+    self.forked.put(None)
+    for child in list(self.children.values()):   # orphans now: init reaps them, we only see them go
+        threading.Thread(target=_watch_orphan, args=(child,), daemon=True).start()
+
+def _watch_orphan(child:ForkedStub):
+    while True:
+        try: os.kill(child.pid, 0)
+        except ProcessLookupError: return child._exited(-signal.SIGKILL)
+        time.sleep(0.05)
+
+@patch
+def close(self:ForkServer, timeout:float=5.0):
+    "Stop the fork server (it exits when its socket closes) and wait for it: nothing outlives the server."
+    try: self.sock.shutdown(socket.SHUT_RDWR)
+    except OSError: pass
+    try: self.proc.wait(timeout)
+    except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+
+# %% ../nbs/04c_stub_process.ipynb #e3f8c36d
+FORK_STUBS = sys.platform == 'linux' and os.environ.get('TRITON_MINI_FORK_STUBS', '1') != '0'
+_fork_servers, _fork_lock = {}, threading.Lock()
+os.register_at_fork(after_in_child=_fork_servers.clear)   # a forked server starts fork servers of its own
+
+def fork_server(env:dict) -> ForkServer:
+    "The running fork server started with exactly `env`."
+    key = tuple(sorted(env.items()))
+    with _fork_lock:
+        fs = _fork_servers.get(key)
+        if fs is None or not fs.alive:
+            if not _fork_servers: atexit.register(_close_fork_servers)
+            fs = _fork_servers[key] = ForkServer(env)
+        return fs
+
+def _close_fork_servers():
+    for fs in list(_fork_servers.values()): fs.close()
+
+exec_stub = spawn_stub   # the main story's: a new Python per stub
+
+def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
+    "A new stub and our ends of its channels: forked from the fork server for this Python and environment, else exec'd."
+    if python is None and FORK_STUBS:
+        try: return fork_server(env if env is not None else _stub_env()).spawn()
+        except OSError: pass   # no fork server could start: start the stub the slow way
+    return exec_stub(python, env)
 
 # %% ../nbs/04c_stub_process.ipynb #ac8cb9ab
 _RESPONSE_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceResponse))
