@@ -4,32 +4,26 @@
 
 # %% ../nbs/08_http.ipynb #e4e22540
 from __future__ import annotations
-import asyncio, base64, inspect, functools, gzip, json, logging, os, re, socket, tempfile, threading, time, traceback
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+import asyncio, base64, inspect, functools, json, logging, os, re, time
 import numpy as np
 from fastcore.basics import patch
 
-from .tensors import (TritonError, DATATYPES, from_json_data, to_json_data, json_data, json_dumps, from_binary, to_binary,
-                                 wire_from_numpy, element_count, request_prefix, config_to_wire, _object_array)
+from .tensors import (TritonError, DATATYPES, from_json_data, json_data, json_dumps, from_binary, to_binary,
+                                 wire_from_numpy, request_prefix, config_to_wire)
 from .backend import InferenceRequest, InferenceResponse
-from .server import (TritonServer, call_in_loop, off_loop, OFF_LOOP_BYTES, output_bytes, classify,
-                                DEFAULT_LOG_SETTINGS, apply_log_settings)
+from .server import TritonServer, off_loop, output_bytes, classify, DEFAULT_LOG_SETTINGS
 from .shared_memory import Placement
-from .http_hardening import (_field, parse_json, parse_deep_json, gc_paused, DEEP_JSON_BYTES, c_atoi, header_length,
-                                        inflate, _Inflater, DecodeWorker, _spill, _unpack_inputs, _pickled_slices, _NeedsServer,
-                                        _NoSharedMemory)   # 08d_http_hardening: Triton's JSON errors, bounds, the worker
-from .asgi import (Response, _JSON, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, RateLimitedLog, exception_kind, _noisy,
-                              INTERNAL_ERROR, _quiet_uvicorn, _ClientGone, _read_body, _compress, HTTPLimits, HTTPService,
-                              bind_socket, _uvicorn_config, default_max_connections, guarded_protocol, watch_disconnect, answer_lifespan)
+from .http_hardening import _field, parse_json, header_length   # 08d_http_hardening: rapidjson's words, C's atoi
+from .asgi import (Response, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, exception_kind, _noisy, INTERNAL_ERROR,
+                              _ClientGone, _read_body, _compress, HTTPService, bind_socket, answer_lifespan)
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'ROUTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'split_parameters', 'decode_infer_request',
-           'encode_infer_response', 'parse_path', 'Call', 'HTTPFrontend', 'decode_generate', 'generate_json',
-           'cancel_on_disconnect', 'api_group', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
-           'shm_placement', 'shm_output', 'decode_in_worker']
+           'encode_infer_response', 'parse_path', 'Call', 'add_routes', 'HTTPFrontend', 'decode_generate',
+           'generate_json', 'cancel_on_disconnect', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
+           'shm_placement', 'shm_output', 'api_group', 'decode_in_worker']
 
 # %% ../nbs/08_http.ipynb #643ca634
 def error_response(err:TritonError, headers=None) -> Response:
@@ -208,31 +202,26 @@ class Call:
     def __init__(self, *values):
         for k, v in zip(self.__slots__, values): setattr(self, k, v)
 
-_SHM = ('systemsharedmemory', 'cudasharedmemory')
 # The one route table: (kind, action) from parse_path -> (methods, --http-restricted-api group, handler(frontend, call)).
-# Handlers return a Response, or a coroutine of one (None: a stream that sent itself).
-ROUTES = {
+# Handlers return a Response, or a coroutine of one (None: a stream that sent itself). Each appendix adds its extension's.
+ROUTES = {}
+
+def add_routes(table:dict):
+    "Add `{(kind, action): (methods, group, handler)}` entries to ROUTES (one method may be given as a string)."
+    ROUTES.update({k: ((m,) if isinstance(m, str) else m, group, h) for k, (m, group, h) in table.items()})
+
+add_routes({
     ('server', ''):             ('GET', 'metadata', lambda f, c: f._server()),
     ('health', 'live'):         ('GET', 'health', lambda f, c: f._health(c.action, c.body, c.headers)),
     ('health', 'ready'):        ('GET', 'health', lambda f, c: f._health(c.action, c.body, c.headers)),
-    ('models', ''):             ('GET', 'model-repository', lambda f, c: f._models()),
     ('stats', ''):              ('GET', 'statistics', lambda f, c: f._stats()),
-    ('index', ''):              ('POST', 'model-repository', lambda f, c: f._index(c.body)),
-    ('repository', 'load'):     ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body)),
-    ('repository', 'unload'):   ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body)),
     ('model', ''):              ('GET', 'metadata', lambda f, c: f._model_get(c.name, c.version, c.action)),
     ('model', 'ready'):         ('GET', 'health', lambda f, c: f._model_get(c.name, c.version, c.action)),
     ('model', 'config'):        ('GET', 'model-config', lambda f, c: f._model_get(c.name, c.version, c.action)),
     ('model', 'stats'):         ('GET', 'statistics', lambda f, c: f._model_get(c.name, c.version, c.action)),
-    ('model', 'infer'):         ('POST', 'inference', lambda f, c: f._infer(c.name, c.version, c.body, c.headers, c.raw_headers)),
-    ('model', 'generate'):      ('POST', 'inference', lambda f, c: f._generate(c.name, c.version, c.body, c.headers, c.receive)),
-    ('model', 'generate_stream'): ('POST', 'inference', lambda f, c: f._generate_stream(c.name, c.version, c.body, c.send, c.headers, c.receive)),
-    ('logging', ''):            (('GET', 'POST'), 'logging', lambda f, c: f._logging(c.method, c.body)),
-    ('trace', 'setting'):       (('GET', 'POST'), 'trace', lambda f, c: f._trace(c.name, c.method, c.body)),
-    **{(kind, action): ('GET' if action == 'status' else 'POST', 'shared-memory',
-                        lambda f, c, kind=kind: f._shared_memory(kind, c.name, c.action, c.body))
-       for kind in _SHM for action in ('status', 'register', 'unregister')}}
-ROUTES = {k: ((m,) if isinstance(m, str) else m, group, h) for k, (m, group, h) in ROUTES.items()}   # methods as tuples
+    ('model', 'infer'):         ('POST', 'inference', lambda f, c: f._infer(c.name, c.version, c.body, c.headers, c.raw_headers))})
+RESTRICTED_API_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository',
+                         'statistics', 'trace', 'logging')   # the groups of the table's second column
 
 class HTTPFrontend:
     "Triton's HTTP/REST endpoints over a TritonServer, as an ASGI application."
@@ -265,82 +254,16 @@ def _model_get(self:HTTPFrontend, name, version, action) -> Response:
     if action == 'stats': return Response(200, json_dumps(self.server.statistics(name, version)))
     return Response(200, json_dumps(self.server.model_metadata(name, version)))
 
-# %% ../nbs/08_http.ipynb #fded7b86
-@patch
-def _models(self:HTTPFrontend, *a) -> Response:
-    return Response(200, json_dumps({'models': self.server.repository_index()}))
-
-# %% ../nbs/08_http.ipynb #88d6b1a0
-@patch
-async def _index(self:HTTPFrontend, body) -> Response:
-    doc = await off_loop(len(body), parse_json, body) if body else {}
-    ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
-    return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
-
-@patch
-async def _repository(self:HTTPFrontend, name, action, body) -> Response:
-    doc = await off_loop(len(body), parse_json, body) if body else {}
-    params = doc.get('parameters') if isinstance(doc, dict) else None
-    if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
-        ud = params.get('unload_dependents') if isinstance(params, dict) else None
-        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)
-        return Response(200, b'')
-    config, files = await off_loop(len(body), _load_parameters, params)   # files may be megabytes of base64
-    await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
-    return Response(200, b'')
-
-def _load_parameters(params) -> tuple:
-    "(config, {path: bytes}) from a load request's parameters: every one a string, `config` or `file:<path>`."
-    if params is None: return None, {}
-    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
-    config, files = None, {}
-    for k, v in params.items():
-        if not isinstance(v, str): raise TritonError('attempt to access JSON non-string as string', 'INTERNAL')
-        if k == 'config': config = v
-        elif k.startswith('file:'): files[k[len('file:'):]] = _b64(v)
-        else: raise TritonError('unexpected error on creating Triton parameter', 'INTERNAL')
-    return config, files
-
-def _b64(v:str) -> bytes:
-    "Base64 decoded the lenient way Triton's libb64 does it: characters outside the alphabet are skipped."
-    import base64
-    data = re.sub(rb'[^A-Za-z0-9+/]', b'', v.encode())
-    if len(data) % 4 == 1: data = data[:-1]
-    return base64.b64decode(data + b'=' * (-len(data) % 4))
-
 @patch
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
 
-# %% ../nbs/08_http.ipynb #a94146c9
-@patch
-async def _logging(self:HTTPFrontend, method, body) -> Response:
-    if method == 'POST':
-        doc = await off_loop(len(body), parse_json, body) if body.strip() else {}
-        if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
-        if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
-        for k in ('log_info', 'log_warning', 'log_error'):
-            if k in doc: self.log_settings[k] = _field(doc, k, bool, verb=None)
-        if 'log_verbose_level' in doc: self.log_settings['log_verbose_level'] = _field(doc, 'log_verbose_level', 'uint', verb=None)
-        if 'log_format' in doc:
-            fmt = _field(doc, 'log_format', str, verb=None)
-            if fmt not in ('default', 'ISO8601'): return Response(503, json_dumps({'error': f'invalid argument for --log_format, got: {fmt}'}))
-            self.log_settings['log_format'] = fmt
-        apply_log_settings(self.log_settings)
-    return Response(200, json_dumps(self.log_settings))
-
-# %% ../nbs/08_http.ipynb #17018a09
-@patch
-async def _trace(self:HTTPFrontend, model:str|None, method:str, body:bytes) -> Response:
-    doc = await off_loop(len(body), parse_json, body) if method == 'POST' and body.strip() else None
-    return Response(200, json_dumps(self.server.trace_setting(model or '', doc).to_json()))
-
-# %% ../nbs/08_http.ipynb #a9446464
+# %% ../nbs/08_http.ipynb #e0580d74
 @patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     received = time.monotonic_ns()
     m = self.server.repository.get(name, version)     # Triton looks at the model before the body
     if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    body = await self._inflated(body, headers.get(b'content-encoding'))
+    if (encoding := headers.get(b'content-encoding')) is not None: body = await self._inflated(body, encoding)   # appendix
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
     if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
     else: req, opts = await self._decode_infer(name, version, body, n)
@@ -365,178 +288,11 @@ async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
     if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
     return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
 
-# %% ../nbs/08_http.ipynb #6acf842a
-_ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
-
-@patch
-async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes:
-    "The /infer body as Triton reads it: inflated for gzip and deflate (on a thread when it is not tiny)."
-    if encoding is None or encoding == b'identity': return body
-    if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
-    if len(body) <= 4096: return inflate(body, self.max_input_size)
-    return await asyncio.to_thread(inflate, body, self.max_input_size)
-
+# %% ../nbs/08_http.ipynb #709e97d6
 class _Reply(Exception):
     "Raised by a handler to answer with this exact response (for headers an error response does not have)."
     def __init__(self, response:Response): self.response = response
 
-def _identity_only(headers:dict):
-    "generate and generate_stream take no Content-Encoding but identity (Triton: 400)."
-    enc = headers.get(b'content-encoding')
-    if enc is not None and enc != b'identity': raise TritonError("Unsupported content-encoding, only 'identity' is supported.")
-
-# %% ../nbs/08_http.ipynb #945d904a
-@patch
-def forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
-    "{header as the client spelled it: value} for the (name, value) pairs --http-header-forward-pattern matches."
-    out = {}
-    for name, value in headers:
-        key = name.decode('latin-1')
-        if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
-    return out
-
-# %% ../nbs/08_http.ipynb #a8115842
-def _raw_request(m, name, version, body) -> InferenceRequest:
-    "The one-input request a raw body is, for model `m`."
-    if len(m.config.input) != 1:
-        raise TritonError(f"{request_prefix()}Raw request must only have 1 input (found 1) to be deduced but got {len(m.config.input)} inputs in '{name}' model configuration")
-    spec = m.config.input[0]
-    wire, dims = config_to_wire(spec.data_type), list(spec.dims)
-    if wire == 'BYTES':   # the whole body is the one string (no length prefix)
-        if dims != [1]: raise TritonError(f"{request_prefix()}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]")
-        arr = np.array([bytes(body)], dtype=object)
-        return InferenceRequest(name, {spec.name: arr.reshape([1, 1] if m.batching else [1])}, model_version=version)
-    n = len(body) // DATATYPES[wire].itemsize
-    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
-    shape = [n // known if d == -1 else d for d in dims] if -1 in dims else dims
-    if m.batching: shape = [1] + shape
-    return InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name='raw_input', model=name)}, model_version=version)   # Triton's name for it in errors
-
-# %% ../nbs/08_http.ipynb #03b51f42
-def _generate_input(m, spec, value, req_id):
-    "One generate field as the input tensor `spec` describes."
-    wire = config_to_wire(spec.data_type)
-    flat = value if isinstance(value, list) else [value]
-    dims = list(spec.dims)
-    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
-    if -1 in dims:
-        if len(flat) % max(known, 1): raise TritonError(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
-        shape = [len(flat) // max(known, 1) if d == -1 else d for d in dims]
-    else:
-        if len(flat) != known: raise TritonError(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
-        shape = dims
-    if m.batching: shape = [1] + shape
-    return from_json_data(flat, wire, shape, name=spec.name, model=m.name, request_id=req_id)
-
-def decode_generate(m, body:bytes) -> InferenceRequest:
-    "A generate body as an InferenceRequest for model `m`."
-    doc = parse_json(body)
-    if not isinstance(doc, dict): raise TritonError('Unable to parse request body: expected a JSON object', 'INTERNAL')
-    specs, inputs, params = {i.name: i for i in m.config.input}, {}, {}
-    req_id = doc['id'] if isinstance(doc.get('id'), str) else ''
-    def take(k, v, where=''):
-        if k in specs: inputs[k] = _generate_input(m, specs[k], v, req_id)
-        elif v is None or isinstance(v, (list, dict)):
-            raise TritonError(f"{where}parameter '{k}' has invalid type. It should be either 'int', 'bool', or 'string'.")
-        else: params[k] = v
-    for k, v in doc.items():
-        if k != 'parameters': take(k, v); continue
-        if not isinstance(v, dict): raise TritonError("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object", 'INTERNAL')
-        for nk, nv in v.items(): take(nk, nv, "Converting keyword: 'parameters': ")
-    return InferenceRequest(m.name, inputs, model_version=m.version, id=req_id, parameters=params)
-
-# %% ../nbs/08_http.ipynb #7cb420cb
-def _scalar_or_list(arr):
-    vals = to_json_data(arr, 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype))
-    return vals[0] if len(vals) == 1 else vals
-
-def generate_json(req, resp) -> bytes:
-    "One response as generate's flat JSON object (keys sorted)."
-    doc = {k: _scalar_or_list(v) for k, v in resp.outputs.items()}
-    doc.update({'model_name': req.model_name, 'model_version': str(req.model_version)})
-    if req.id: doc['id'] = req.id
-    return json_dumps(dict(sorted(doc.items())))
-
-# %% ../nbs/08_http.ipynb #c07056bc
-def _submit_stream(server, req):
-    "Submit `req`; returns (model, queue of (response, final)) on the running loop."
-    loop, queue = asyncio.get_running_loop(), asyncio.Queue()
-    req.response_callback = lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final))
-    return server.submit(req), queue
-
-def cancel_on_disconnect(receive, server, req, m):
-    "A task that cancels `req` when the client disconnects before its answer is complete (a no-op once it is answered)."
-    return watch_disconnect(receive, lambda: server.cancel(req, m))
-
-@patch
-async def _generate(self:HTTPFrontend, name, version, body, headers={}, receive=None) -> Response:
-    m = self.server.repository.get(name, version)
-    _identity_only(headers)
-    req = await off_loop(len(body), decode_generate, m, body)
-    m, queue = _submit_stream(self.server, req)
-    watcher, responses = cancel_on_disconnect(receive, self.server, req, m), []
-    try:
-        while True:
-            resp, final = await queue.get()
-            if resp is not None: responses.append(resp)
-            if final: break
-    finally:
-        if watcher is not None: watcher.cancel()
-    if len(responses) == 1 and responses[0].error is not None:      # Triton: 400, whatever the error's code
-        return Response(400, json_dumps({'error': responses[0].error.message}))
-    if len(responses) != 1:
-        return Response(200, b'{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}')
-    return Response(200, generate_json(req, responses[0]))
-
-# %% ../nbs/08_http.ipynb #5695630a
-_SSE = [(b'content-type', b'text/event-stream; charset=utf-8')]
-
-@patch
-async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}, receive=None):
-    "Stream each response as a Server-Sent Event; the status follows the first response."
-    m = self.server.repository.get(name, version)
-    _identity_only(headers)
-    req = await off_loop(len(body), decode_generate, m, body)
-    m, queue = _submit_stream(self.server, req)
-    watcher, started = cancel_on_disconnect(receive, self.server, req, m), False
-    try:
-        while True:
-            resp, final = await queue.get()
-            if resp is not None:
-                event = json_dumps({'error': resp.error.message}) if resp.error is not None else generate_json(req, resp)
-                if not started:
-                    await send({'type': 'http.response.start', 'status': 400 if resp.error is not None else 200, 'headers': _SSE})
-                    started = True
-                await send({'type': 'http.response.body', 'body': b'data: ' + event + b'\n\n', 'more_body': True})
-            if final: break
-    finally:
-        if watcher is not None: watcher.cancel()
-    if not started: await send({'type': 'http.response.start', 'status': 200, 'headers': _SSE})
-    await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
-
-# %% ../nbs/08_http.ipynb #56e5a5d9
-RESTRICTED_API_GROUPS = ('health', 'metadata', 'inference', 'shared-memory', 'model-config', 'model-repository',
-                         'statistics', 'trace', 'logging')
-
-_API_GROUP = {k: v[1] for k, v in ROUTES.items()}
-_UNSERVED = ((re.compile(r'/v2/models/[^/]+/versions/[0-9]+/trace/setting'), 'trace'),
-             (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
-
-def api_group(path:str, route:tuple|None) -> str|None:
-    "The --http-restricted-api group of a request (None: a path Triton has no endpoint for)."
-    if route is not None: return _API_GROUP[route[0], route[3]]
-    return next((group for rx, group in _UNSERVED if rx.fullmatch(path)), None)
-
-@patch
-def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|None:
-    "Triton's 403 when `group` is restricted and the request's first header of that name lacks the value."
-    rule = self.restricted_apis.get(group)
-    if rule is None: return None
-    name = rule[0].lower().encode('latin-1')
-    if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
-    return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
-
-# %% ../nbs/08_http.ipynb #6c86e435
 def _version_error(v:str) -> TritonError:
     return TritonError(f"failed to get model version from specified version string '{v}' (details: stol), version should be an integral value > 0")
 
@@ -596,6 +352,229 @@ def _too_large(n, limit):
 
 
 
+# %% ../nbs/08_http.ipynb #03b51f42
+from .tensors import to_json_data
+from .server import call_in_loop
+from .asgi import watch_disconnect
+
+def _generate_input(m, spec, value, req_id):
+    "One generate field as the input tensor `spec` describes."
+    wire = config_to_wire(spec.data_type)
+    flat = value if isinstance(value, list) else [value]
+    dims = list(spec.dims)
+    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
+    if -1 in dims:
+        if len(flat) % max(known, 1): raise TritonError(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
+        shape = [len(flat) // max(known, 1) if d == -1 else d for d in dims]
+    else:
+        if len(flat) != known: raise TritonError(f"The schema can not convert input '{spec.name}' to tensor with proper shape")
+        shape = dims
+    if m.batching: shape = [1] + shape
+    return from_json_data(flat, wire, shape, name=spec.name, model=m.name, request_id=req_id)
+
+def decode_generate(m, body:bytes) -> InferenceRequest:
+    "A generate body as an InferenceRequest for model `m`."
+    doc = parse_json(body)
+    if not isinstance(doc, dict): raise TritonError('Unable to parse request body: expected a JSON object', 'INTERNAL')
+    specs, inputs, params = {i.name: i for i in m.config.input}, {}, {}
+    req_id = doc['id'] if isinstance(doc.get('id'), str) else ''
+    def take(k, v, where=''):
+        if k in specs: inputs[k] = _generate_input(m, specs[k], v, req_id)
+        elif v is None or isinstance(v, (list, dict)):
+            raise TritonError(f"{where}parameter '{k}' has invalid type. It should be either 'int', 'bool', or 'string'.")
+        else: params[k] = v
+    for k, v in doc.items():
+        if k != 'parameters': take(k, v); continue
+        if not isinstance(v, dict): raise TritonError("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object", 'INTERNAL')
+        for nk, nv in v.items(): take(nk, nv, "Converting keyword: 'parameters': ")
+    return InferenceRequest(m.name, inputs, model_version=m.version, id=req_id, parameters=params)
+
+# %% ../nbs/08_http.ipynb #7cb420cb
+def _scalar_or_list(arr):
+    vals = to_json_data(arr, 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype))
+    return vals[0] if len(vals) == 1 else vals
+
+def generate_json(req, resp) -> bytes:
+    "One response as generate's flat JSON object (keys sorted)."
+    doc = {k: _scalar_or_list(v) for k, v in resp.outputs.items()}
+    doc.update({'model_name': req.model_name, 'model_version': str(req.model_version)})
+    if req.id: doc['id'] = req.id
+    return json_dumps(dict(sorted(doc.items())))
+
+# %% ../nbs/08_http.ipynb #c07056bc
+def _identity_only(headers:dict):
+    "generate and generate_stream take no Content-Encoding but identity (Triton: 400)."
+    enc = headers.get(b'content-encoding')
+    if enc is not None and enc != b'identity': raise TritonError("Unsupported content-encoding, only 'identity' is supported.")
+
+def _submit_stream(server, req):
+    "Submit `req`; returns (model, queue of (response, final)) on the running loop."
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+    req.response_callback = lambda r, resp, final: call_in_loop(loop, queue.put_nowait, (resp, final))
+    return server.submit(req), queue
+
+def cancel_on_disconnect(receive, server, req, m):
+    "A task that cancels `req` when the client disconnects before its answer is complete (a no-op once it is answered)."
+    return watch_disconnect(receive, lambda: server.cancel(req, m))
+
+@patch
+async def _generate(self:HTTPFrontend, name, version, body, headers={}, receive=None) -> Response:
+    m = self.server.repository.get(name, version)
+    _identity_only(headers)
+    req = await off_loop(len(body), decode_generate, m, body)
+    m, queue = _submit_stream(self.server, req)
+    watcher, responses = cancel_on_disconnect(receive, self.server, req, m), []
+    try:
+        while True:
+            resp, final = await queue.get()
+            if resp is not None: responses.append(resp)
+            if final: break
+    finally:
+        if watcher is not None: watcher.cancel()
+    if len(responses) == 1 and responses[0].error is not None:      # Triton: 400, whatever the error's code
+        return Response(400, json_dumps({'error': responses[0].error.message}))
+    if len(responses) != 1:
+        return Response(200, b'{"error":"generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}')
+    return Response(200, generate_json(req, responses[0]))
+
+# %% ../nbs/08_http.ipynb #5695630a
+_SSE = [(b'content-type', b'text/event-stream; charset=utf-8')]
+
+@patch
+async def _generate_stream(self:HTTPFrontend, name, version, body, send, headers={}, receive=None):
+    "Stream each response as a Server-Sent Event; the status follows the first response."
+    m = self.server.repository.get(name, version)
+    _identity_only(headers)
+    req = await off_loop(len(body), decode_generate, m, body)
+    m, queue = _submit_stream(self.server, req)
+    watcher, started = cancel_on_disconnect(receive, self.server, req, m), False
+    try:
+        while True:
+            resp, final = await queue.get()
+            if resp is not None:
+                event = json_dumps({'error': resp.error.message}) if resp.error is not None else generate_json(req, resp)
+                if not started:
+                    await send({'type': 'http.response.start', 'status': 400 if resp.error is not None else 200, 'headers': _SSE})
+                    started = True
+                await send({'type': 'http.response.body', 'body': b'data: ' + event + b'\n\n', 'more_body': True})
+            if final: break
+    finally:
+        if watcher is not None: watcher.cancel()
+    if not started: await send({'type': 'http.response.start', 'status': 200, 'headers': _SSE})
+    await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
+
+add_routes({('model', 'generate'):        ('POST', 'inference', lambda f, c: f._generate(c.name, c.version, c.body, c.headers, c.receive)),
+            ('model', 'generate_stream'): ('POST', 'inference', lambda f, c: f._generate_stream(c.name, c.version, c.body, c.send, c.headers, c.receive))})
+
+# %% ../nbs/08_http.ipynb #66d65c77
+@patch
+async def _index(self:HTTPFrontend, body) -> Response:
+    doc = await off_loop(len(body), parse_json, body) if body else {}
+    ready = _field(doc, 'ready', bool, required=False, verb=None) if isinstance(doc, dict) else None
+    return Response(200, json_dumps(self.server.repository_index(ready=bool(ready))))
+
+@patch
+async def _repository(self:HTTPFrontend, name, action, body) -> Response:
+    doc = await off_loop(len(body), parse_json, body) if body else {}
+    params = doc.get('parameters') if isinstance(doc, dict) else None
+    if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
+        ud = params.get('unload_dependents') if isinstance(params, dict) else None
+        await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)
+        return Response(200, b'')
+    config, files = await off_loop(len(body), _load_parameters, params)   # files may be megabytes of base64
+    await asyncio.to_thread(self.server.load_model, name, config=config, files=files or None)   # a model's initialize may be slow
+    return Response(200, b'')
+
+def _load_parameters(params) -> tuple:
+    "(config, {path: bytes}) from a load request's parameters: every one a string, `config` or `file:<path>`."
+    if params is None: return None, {}
+    if not isinstance(params, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
+    config, files = None, {}
+    for k, v in params.items():
+        if not isinstance(v, str): raise TritonError('attempt to access JSON non-string as string', 'INTERNAL')
+        if k == 'config': config = v
+        elif k.startswith('file:'): files[k[len('file:'):]] = _b64(v)
+        else: raise TritonError('unexpected error on creating Triton parameter', 'INTERNAL')
+    return config, files
+
+def _b64(v:str) -> bytes:
+    "Base64 decoded the lenient way Triton's libb64 does it: characters outside the alphabet are skipped."
+    import base64
+    data = re.sub(rb'[^A-Za-z0-9+/]', b'', v.encode())
+    if len(data) % 4 == 1: data = data[:-1]
+    return base64.b64decode(data + b'=' * (-len(data) % 4))
+
+add_routes({('index', ''):           ('POST', 'model-repository', lambda f, c: f._index(c.body)),
+            ('repository', 'load'):   ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body)),
+            ('repository', 'unload'): ('POST', 'model-repository', lambda f, c: f._repository(c.name, c.action, c.body))})
+
+# %% ../nbs/08_http.ipynb #fded7b86
+@patch
+def _models(self:HTTPFrontend, *a) -> Response:
+    return Response(200, json_dumps({'models': self.server.repository_index()}))
+
+add_routes({('models', ''): ('GET', 'model-repository', lambda f, c: f._models())})
+
+# %% ../nbs/08_http.ipynb #a94146c9
+from .server import apply_log_settings
+
+@patch
+async def _logging(self:HTTPFrontend, method, body) -> Response:
+    if method == 'POST':
+        doc = await off_loop(len(body), parse_json, body) if body.strip() else {}
+        if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
+        if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
+        for k in ('log_info', 'log_warning', 'log_error'):
+            if k in doc: self.log_settings[k] = _field(doc, k, bool, verb=None)
+        if 'log_verbose_level' in doc: self.log_settings['log_verbose_level'] = _field(doc, 'log_verbose_level', 'uint', verb=None)
+        if 'log_format' in doc:
+            fmt = _field(doc, 'log_format', str, verb=None)
+            if fmt not in ('default', 'ISO8601'): return Response(503, json_dumps({'error': f'invalid argument for --log_format, got: {fmt}'}))
+            self.log_settings['log_format'] = fmt
+        apply_log_settings(self.log_settings)
+    return Response(200, json_dumps(self.log_settings))
+
+add_routes({('logging', ''): (('GET', 'POST'), 'logging', lambda f, c: f._logging(c.method, c.body))})
+
+# %% ../nbs/08_http.ipynb #17018a09
+@patch
+async def _trace(self:HTTPFrontend, model:str|None, method:str, body:bytes) -> Response:
+    doc = await off_loop(len(body), parse_json, body) if method == 'POST' and body.strip() else None
+    return Response(200, json_dumps(self.server.trace_setting(model or '', doc).to_json()))
+
+add_routes({('trace', 'setting'): (('GET', 'POST'), 'trace', lambda f, c: f._trace(c.name, c.method, c.body))})
+
+# %% ../nbs/08_http.ipynb #6acf842a
+from .asgi import _JSON
+from .http_hardening import inflate   # bounded against zip bombs (08d)
+
+_ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
+
+@patch
+async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes:
+    "The /infer body as Triton reads it: inflated for gzip and deflate (on a thread when it is not tiny)."
+    if encoding is None or encoding == b'identity': return body
+    if encoding not in (b'gzip', b'deflate'): raise _Reply(Response(501, b'{"error":"Unsupported compression type"}', _ACCEPT))
+    if len(body) <= 4096: return inflate(body, self.max_input_size)
+    return await asyncio.to_thread(inflate, body, self.max_input_size)
+
+# %% ../nbs/08_http.ipynb #a8115842
+def _raw_request(m, name, version, body) -> InferenceRequest:
+    "The one-input request a raw body is, for model `m`."
+    if len(m.config.input) != 1:
+        raise TritonError(f"{request_prefix()}Raw request must only have 1 input (found 1) to be deduced but got {len(m.config.input)} inputs in '{name}' model configuration")
+    spec = m.config.input[0]
+    wire, dims = config_to_wire(spec.data_type), list(spec.dims)
+    if wire == 'BYTES':   # the whole body is the one string (no length prefix)
+        if dims != [1]: raise TritonError(f"{request_prefix()}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]")
+        arr = np.array([bytes(body)], dtype=object)
+        return InferenceRequest(name, {spec.name: arr.reshape([1, 1] if m.batching else [1])}, model_version=version)
+    n = len(body) // DATATYPES[wire].itemsize
+    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
+    shape = [n // known if d == -1 else d for d in dims] if -1 in dims else dims
+    if m.batching: shape = [1] + shape
+    return InferenceRequest(name, {spec.name: from_binary(body, wire, shape, name='raw_input', model=name)}, model_version=version)   # Triton's name for it in errors
+
 # %% ../nbs/08_http.ipynb #e3001493
 def shm_route(p:list) -> tuple|None:
     "(kind, region or None, -1, action) for a shared-memory path (split on '/', after /v2), None when no route matches."
@@ -646,6 +625,11 @@ def _shared_memory(self:HTTPFrontend, kind:str, region:str|None, action:str, bod
     else: cuda_register(doc)
     return Response(200, b'')
 
+_SHM = ('systemsharedmemory', 'cudasharedmemory')
+add_routes({(kind, action): ('GET' if action == 'status' else 'POST', 'shared-memory',
+                             lambda f, c, kind=kind: f._shared_memory(kind, c.name, c.action, c.body))
+            for kind in _SHM for action in ('status', 'register', 'unregister')})
+
 # %% ../nbs/08_http.ipynb #807fc0a9
 def shm_placement(params:dict, shm) -> Placement:
     "The shared-memory window named in an input's or output's `parameters`, checked against the registry."
@@ -660,7 +644,38 @@ def shm_output(params:dict, binary:bool, classification:int, shm) -> Placement:
     if classification: raise TritonError("Output can't set both 'shared_memory_region' and 'classification'")
     return shm_placement(params, shm)
 
+# %% ../nbs/08_http.ipynb #56e5a5d9
+_UNSERVED = ((re.compile(r'/v2/models/[^/]+/versions/[0-9]+/trace/setting'), 'trace'),
+             (re.compile(r'/v2/repository/[^/]+/(?:index|models/[^/]+/(?:load|unload))'), 'model-repository'))
+
+def api_group(path:str, route:tuple|None) -> str|None:
+    "The --http-restricted-api group of a request (None: a path Triton has no endpoint for)."
+    if route is not None: return ROUTES[route[0], route[3]][1]
+    return next((group for rx, group in _UNSERVED if rx.fullmatch(path)), None)
+
+@patch
+def _restricted(self:HTTPFrontend, group:str|None, headers:list) -> Response|None:
+    "Triton's 403 when `group` is restricted and the request's first header of that name lacks the value."
+    rule = self.restricted_apis.get(group)
+    if rule is None: return None
+    name = rule[0].lower().encode('latin-1')
+    if next((v for k, v in headers if k.lower() == name), None) == rule[1].encode('latin-1'): return None
+    return Response(403, json_dumps({'error': f"This API is restricted, expecting header '{rule[0]}'"}))
+
+# %% ../nbs/08_http.ipynb #945d904a
+@patch
+def forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
+    "{header as the client spelled it: value} for the (name, value) pairs --http-header-forward-pattern matches."
+    out = {}
+    for name, value in headers:
+        key = name.decode('latin-1')
+        if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
+    return out
+
 # %% ../nbs/08_http.ipynb #f203f280
+from concurrent.futures.process import BrokenProcessPool
+from .http_hardening import DecodeWorker, _spill, _unpack_inputs, _pickled_slices, _NeedsServer, _NoSharedMemory
+
 def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple|None:
     "In the worker: ('ok', request with BYTES inputs packed, options), ('error', message, code), or None: decode in the server."
     if isinstance(body, str):                        # the path of the body, spilled to a file by the server
@@ -693,3 +708,13 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
 def close(self:HTTPFrontend):
     "Stop the front end's worker process, if it started (HTTPService.stop and the command call this)."
     if self.json_worker is not None: self.json_worker.close()
+
+# %% ../nbs/08_http.ipynb #dea5804b
+# Still importable from this module as before the split into 07a_asgi and 08d_http_hardening (tests reach
+# `http_server.RateLimitedLog` and `http_server.inflate`, for instance):
+import gzip, socket, tempfile, threading, traceback
+from dataclasses import dataclass
+from .tensors import element_count, _object_array
+from .server import OFF_LOOP_BYTES
+from .http_hardening import parse_deep_json, gc_paused, DEEP_JSON_BYTES, c_atoi, _Inflater
+from .asgi import RateLimitedLog, _quiet_uvicorn, HTTPLimits, _uvicorn_config, default_max_connections, guarded_protocol

@@ -28,9 +28,9 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'BATCH_COMPLETIONS', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS',
-           'COMPOSITION_ROOT', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class',
-           'check_runtime', 'read_labels', 'check_correlation_id', 'call_in_loop', 'Completions', 'completions',
+__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'BATCH_COMPLETIONS', 'OFF_LOOP_BYTES',
+           'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class',
+           'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop', 'Completions', 'completions',
            'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
@@ -65,13 +65,6 @@ class LoadedModel:
         self.output_names = [o.name for o in self.config.output]
         self._output_set = set(self.output_names)
 
-    def unload(self, timeout:float|None=None) -> list:
-        "Stop the scheduler (queued requests still run, for at most `timeout` s), finalize the instances; returns those abandoned."
-        self.abandoned = self.scheduler.stop(self.unload_timeout if timeout is None else timeout) or []
-        for inst in self.instances:
-            if inst not in self.abandoned: inst.finalize()   # never under the feet of an execute that may still run
-        return self.abandoned
-
     def __repr__(self): return f'LoadedModel({self.name!r}, version={self.version}, backend={self.backend!r})'
 
 # %% ../nbs/07_server.ipynb #e30b1763
@@ -95,10 +88,6 @@ def _check_types(m:LoadedModel, req:InferenceRequest):
             raise TritonError(f"{request_prefix(req.id)}inference input '{name}' data-type is '{got}', but model '{m.name}' expects '{want}'")
 
 # %% ../nbs/07_server.ipynb #a0c12654
-_NOTE = (' NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each '
-         'input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting '
-         'max_batch_size to zero. See the model configuration docs for more info on max_batch_size.')
-
 def _batch_size(m:LoadedModel, req:InferenceRequest) -> int:
     "The request's batch size (1 for models that do not batch), checked against the config."
     if not m.batching: return 1
@@ -224,80 +213,31 @@ def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Loa
     "The repository's hook: build a READY LoadedModel for one version, or raise."
     stats = ModelStatistics()
     check_config_paths(cfg, model_dir, version)       # every file the config names stays inside the model folder
-    labels = read_labels(cfg, model_dir)
+    labels = read_labels(cfg, model_dir) if any(o.label_filename for o in cfg.output) else {}   # classification labels (appendix)
     if cfg.platform == 'ensemble':
         try: sched = EnsembleScheduler(cfg, self.submit, self._lookup_config, stats)
         except TritonError as e: raise ModelLoadError(e.message, e.code) from None
         return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
     backend_name, _ = self._backend_for(cfg, model_dir)
     backend = self.backends.get(backend_name)
-    check_runtime(cfg, backend_name)
+    if cfg.runtime: check_runtime(cfg, backend_name)   # the backend's library file (appendix)
     instances = create_instances(backend, cfg, Path(model_dir), version)
     m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
         m.scheduler = (SequenceBatcher(cfg, instances, stats, model_dir=Path(model_dir)) if cfg.sequence_batching is not None
                        else create_scheduler(cfg, instances, stats)).start()
-        self._warmup(m)
+        if cfg.model_warmup: self._warmup(m)   # the config's warmup requests (appendix)
     except BaseException:
         if m.scheduler is not None: m.scheduler.stop()
         for inst in instances: inst.finalize()
         raise
     return m
 
-def check_runtime(cfg:ModelConfig, backend_name:str):
-    "The `runtime` field names the backend's library: ours are built in, so only their own names (or model.py) resolve."
-    rt = cfg.runtime
-    if not rt: return
-    if os.path.normpath(os.path.join('backend', rt)).split(os.sep)[0] != 'backend' or os.path.isabs(rt):
-        raise TritonError(f"backend library name '{rt}' escapes backend directory", 'INVALID_ARG')
-    if rt not in (f'libtriton_{backend_name}.so', 'model.py'):
-        raise TritonError(f"unable to find backend library '{rt}' for model '{cfg.name}'", 'NOT_FOUND')
-
-def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
-    "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
-    out = {}
-    for o in cfg.output:
-        if not o.label_filename: continue
-        path = model_path(model_dir, o.label_filename, what=f"label_filename '{o.label_filename}' of output '{o.name}'")
-        if not path.is_file():
-            shown = os.path.join(str(model_dir), o.label_filename.lstrip('/'))   # the path as Triton words it
-            raise TritonError(f'failed to open text file for read {shown}: No such file or directory', 'INTERNAL')
-        out[o.name] = path.read_text(errors='replace').splitlines()
-    return out
-
 @patch
 def _lookup_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig | None:
     "The config of a READY model version (None if there is none): what ensembles check against."
     try: return self.repository.get(name, version).config
     except TritonError: return None
-
-# %% ../nbs/07_server.ipynb #db40db33
-def _warmup_inputs(m:LoadedModel, w) -> dict:
-    inputs = {}
-    for name, spec in w.inputs.items():
-        if name not in m.inputs: continue    # Triton drops warmup inputs the model lacks (then counts what is missing)
-        wire = config_to_wire(spec.data_type)
-        shape = ([w.batch_size] if m.batching else []) + [max(d, 1) for d in spec.dims]
-        if wire == 'BYTES': arr = np.full(shape, b'', dtype=object)
-        elif spec.input_data_file:
-            path = model_path(m.model_dir, 'warmup', spec.input_data_file, what=f"input_data_file '{spec.input_data_file}'")
-            arr = np.fromfile(path, dtype=np_dtype(wire)).reshape(shape)
-        elif spec.random_data: arr = np.random.default_rng(0).random(shape).astype(np_dtype(wire))
-        else: arr = np.zeros(shape, np_dtype(wire))
-        inputs[name] = arr
-    return inputs
-
-@patch
-def _warmup(self:TritonServer, m:LoadedModel):
-    "Run the config's warmup requests on a version that is about to become READY."
-    for w in m.config.model_warmup:
-        for _ in range(max(w.count, 1)):
-            req = InferenceRequest(m.name, _warmup_inputs(m, w), model_version=m.version, response_callback=ResponseWaiter())
-            validate_request(m, req)
-            req.arrival_ns = time.monotonic_ns()
-            m.scheduler.enqueue(req)
-            resp = req.response_callback.wait()
-            if resp and resp[0].error is not None: raise resp[0].error
 
 # %% ../nbs/07_server.ipynb #ae32ad9c
 MAX_STRING_CORRELATION_ID = 128   # bytes: Triton's limit on a string sequence id
@@ -356,11 +296,6 @@ def stop(self:TritonServer, timeout:float|None=None) -> list:
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]
 
-def _in_flight(handle) -> int:
-    "Requests still executing in a version's instances."
-    running = getattr(getattr(handle, 'scheduler', None), '_running', None) or {}
-    return sum(len(batch) for batch in list(running.values()))
-
 @patch
 def __enter__(self:TritonServer):
     self.start()
@@ -411,6 +346,174 @@ def infer_batch(self:TritonServer, model_name:str, inputs_list:list, *, timeout:
         resp.model_name, resp.model_version = model_name, r.model_version
         out.append(resp)
     return out
+
+# %% ../nbs/07_server.ipynb #3ae26857
+@patch
+def is_live(self:TritonServer) -> bool: return True
+
+@patch
+def is_ready(self:TritonServer) -> bool:
+    "Ready when started and (strict readiness) every model that was meant to load is READY."
+    if not self._started: return False
+    if not self.strict_readiness: return True
+    for e in self.repository.models.values():
+        if e.poll_error is not None or e.load_error is not None: return False
+        if any(st.state == UNAVAILABLE and st.reason != 'unloaded' for st in e.versions.values()): return False
+    return True
+
+@patch
+def model_ready(self:TritonServer, name:str, version:int=-1) -> bool:
+    try: self.repository.get(name, version); return True
+    except TritonError: return False
+
+# %% ../nbs/07_server.ipynb #d48a967c
+_EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
+               'model_configuration', 'system_shared_memory', 'cuda_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging']
+
+@patch
+def server_metadata(self:TritonServer) -> dict:
+    return {'name': self.id, 'version': self.version, 'extensions': list(_EXTENSIONS)}
+
+def _tensor_meta(t, mbs):
+    return {'name': t.name, 'datatype': config_to_wire(t.data_type), 'shape': full_shape(list(t.dims), mbs)}
+
+@patch
+def model_metadata(self:TritonServer, name:str, version:int=-1) -> dict:
+    "Triton's model metadata: name, READY versions, platform, inputs and outputs as clients must send them."
+    m = self.repository.get(name, version)
+    cfg = m.config
+    versions = [str(v) for v in self.repository.ready_versions(name)] if version is None or version < 0 else [str(m.version)]
+    return {'name': name, 'versions': versions, 'platform': cfg.platform or cfg.backend,
+            'inputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.input],
+            'outputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.output]}
+
+@patch
+def model_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig:
+    "The complete (autofilled) config of a READY version; `.to_json()` is what Triton returns."
+    return self.repository.get(name, version).config
+
+# %% ../nbs/07_server.ipynb #9d27951a
+def _version_stats(name:str, m:LoadedModel) -> dict:
+    s = m.stats
+    with s.lock:
+        return {'name': name, 'version': str(m.version), 'last_inference': s.last_inference_ms,
+                'inference_count': s.inference_count, 'execution_count': s.execution_count,
+                'inference_stats': {'success': s.success.to_dict(), 'fail': s.fail.to_dict(), 'queue': s.queue.to_dict(),
+                                    'compute_input': s.compute_input.to_dict(), 'compute_infer': s.compute_infer.to_dict(),
+                                    'compute_output': s.compute_output.to_dict(),
+                                    'cache_hit': s.cache_hit.to_dict(), 'cache_miss': s.cache_miss.to_dict()},
+                'response_stats': {},
+                'batch_stats': [{'batch_size': bs, 'compute_input': d[0].to_dict(), 'compute_infer': d[1].to_dict(),
+                                 'compute_output': d[2].to_dict()} for bs, d in sorted(s.batch_stats.items())],
+                'memory_usage': []}
+
+@patch
+def statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
+    "Triton's `/v2/models[/NAME[/versions/V]]/stats` body."
+    ready = self.repository._ready
+    if name is None: return {'model_stats': [_version_stats(n, m) for n in sorted(ready) for _, m in sorted(ready[n].items())]}
+    if name not in ready: raise TritonError(f"requested model '{name}' is not available")
+    if version is None or version < 0: return {'model_stats': [_version_stats(name, m) for _, m in sorted(ready[name].items())]}
+    if version not in ready[name]: raise TritonError(f"requested model version is not available for model '{name}'")
+    return {'model_stats': [_version_stats(name, ready[name][version])]}
+
+# %% ../nbs/07_server.ipynb #b97b408e
+@patch
+def serve_http(self:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
+    "Serve this (started) server over HTTP and metrics until SIGINT/SIGTERM."
+    if not self._started: self.start()
+    importlib.import_module(COMPOSITION_ROOT).serve(self, host, port, metrics_port, exit_timeout_secs)
+
+COMPOSITION_ROOT = 'triton_mini.cli'   # the module that puts front ends on sockets: named, not imported, by the core
+
+# %% ../nbs/07_server.ipynb #3ca93dc4
+@patch
+def load_model(self:TritonServer, name:str, config:str|None=None, files:dict|None=None):
+    "Load or reload `name` (explicit mode); `config` is a JSON ModelConfig overriding config.pbtxt."
+    self.repository.load_model(name, config=config, files=files)
+
+@patch
+def unload_model(self:TritonServer, name:str, unload_dependents:bool=False):
+    self.repository.unload_model(name, unload_dependents=unload_dependents)
+
+@patch
+def repository_index(self:TritonServer, ready:bool=False) -> list:
+    "Triton's repository index: every model and version with its state (only READY ones if `ready`)."
+    return self.repository.index(ready=ready)
+
+@patch
+def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
+    "`model_ready` with the version as a string, as pb_utils.is_model_ready passes it ('' = any)."
+    return self.model_ready(name, int(version) if str(version).strip() else -1)
+
+@patch
+def unload(self:LoadedModel, timeout:float|None=None) -> list:
+    "Stop the scheduler (queued requests still run, for at most `timeout` s), finalize the instances; returns those abandoned."
+    self.abandoned = self.scheduler.stop(self.unload_timeout if timeout is None else timeout) or []
+    for inst in self.instances:
+        if inst not in self.abandoned: inst.finalize()   # never under the feet of an execute that may still run
+    return self.abandoned
+
+def _in_flight(handle) -> int:
+    "Requests still executing in a version's instances."
+    running = getattr(getattr(handle, 'scheduler', None), '_running', None) or {}
+    return sum(len(batch) for batch in list(running.values()))
+
+# %% ../nbs/07_server.ipynb #55fc91ac
+def check_runtime(cfg:ModelConfig, backend_name:str):
+    "The `runtime` field names the backend's library: ours are built in, so only their own names (or model.py) resolve."
+    rt = cfg.runtime
+    if not rt: return
+    if os.path.normpath(os.path.join('backend', rt)).split(os.sep)[0] != 'backend' or os.path.isabs(rt):
+        raise TritonError(f"backend library name '{rt}' escapes backend directory", 'INVALID_ARG')
+    if rt not in (f'libtriton_{backend_name}.so', 'model.py'):
+        raise TritonError(f"unable to find backend library '{rt}' for model '{cfg.name}'", 'NOT_FOUND')
+
+def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
+    "Output name -> its classification labels (one per line of `label_filename`), read once when the version loads."
+    out = {}
+    for o in cfg.output:
+        if not o.label_filename: continue
+        path = model_path(model_dir, o.label_filename, what=f"label_filename '{o.label_filename}' of output '{o.name}'")
+        if not path.is_file():
+            shown = os.path.join(str(model_dir), o.label_filename.lstrip('/'))   # the path as Triton words it
+            raise TritonError(f'failed to open text file for read {shown}: No such file or directory', 'INTERNAL')
+        out[o.name] = path.read_text(errors='replace').splitlines()
+    return out
+
+# %% ../nbs/07_server.ipynb #db40db33
+@patch
+def _warmup(self:TritonServer, m:LoadedModel):
+    "Run the config's warmup requests on a version that is about to become READY."
+    for w in m.config.model_warmup:
+        for _ in range(max(w.count, 1)):
+            req = InferenceRequest(m.name, _warmup_inputs(m, w), model_version=m.version, response_callback=ResponseWaiter())
+            validate_request(m, req)
+            req.arrival_ns = time.monotonic_ns()
+            m.scheduler.enqueue(req)
+            resp = req.response_callback.wait()
+            if resp and resp[0].error is not None: raise resp[0].error
+
+# %% ../nbs/07_server.ipynb #0adb1da6
+def _warmup_inputs(m:LoadedModel, w) -> dict:
+    inputs = {}
+    for name, spec in w.inputs.items():
+        if name not in m.inputs: continue    # Triton drops warmup inputs the model lacks (then counts what is missing)
+        wire = config_to_wire(spec.data_type)
+        shape = ([w.batch_size] if m.batching else []) + [max(d, 1) for d in spec.dims]
+        if wire == 'BYTES': arr = np.full(shape, b'', dtype=object)
+        elif spec.input_data_file:
+            path = model_path(m.model_dir, 'warmup', spec.input_data_file, what=f"input_data_file '{spec.input_data_file}'")
+            arr = np.fromfile(path, dtype=np_dtype(wire)).reshape(shape)
+        elif spec.random_data: arr = np.random.default_rng(0).random(shape).astype(np_dtype(wire))
+        else: arr = np.zeros(shape, np_dtype(wire))
+        inputs[name] = arr
+    return inputs
+
+# %% ../nbs/07_server.ipynb #687da215
+_NOTE = (' NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each '
+         'input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting '
+         'max_batch_size to zero. See the model configuration docs for more info on max_batch_size.')
 
 # %% ../nbs/07_server.ipynb #94ab12f5
 def call_in_loop(loop, fn, *args):
@@ -531,95 +634,6 @@ def apply_log_settings(s:dict):
     lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
     logging.getLogger('triton_mini').setLevel(lvl)
 
-# %% ../nbs/07_server.ipynb #3ae26857
-@patch
-def is_live(self:TritonServer) -> bool: return True
-
-@patch
-def is_ready(self:TritonServer) -> bool:
-    "Ready when started and (strict readiness) every model that was meant to load is READY."
-    if not self._started: return False
-    if not self.strict_readiness: return True
-    for e in self.repository.models.values():
-        if e.poll_error is not None or e.load_error is not None: return False
-        if any(st.state == UNAVAILABLE and st.reason != 'unloaded' for st in e.versions.values()): return False
-    return True
-
-@patch
-def model_ready(self:TritonServer, name:str, version:int=-1) -> bool:
-    try: self.repository.get(name, version); return True
-    except TritonError: return False
-@patch
-def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
-    "`model_ready` with the version as a string, as pb_utils.is_model_ready passes it ('' = any)."
-    return self.model_ready(name, int(version) if str(version).strip() else -1)
-
-# %% ../nbs/07_server.ipynb #d48a967c
-_EXTENSIONS = ['classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy',
-               'model_configuration', 'system_shared_memory', 'cuda_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging']
-
-@patch
-def server_metadata(self:TritonServer) -> dict:
-    return {'name': self.id, 'version': self.version, 'extensions': list(_EXTENSIONS)}
-
-def _tensor_meta(t, mbs):
-    return {'name': t.name, 'datatype': config_to_wire(t.data_type), 'shape': full_shape(list(t.dims), mbs)}
-
-@patch
-def model_metadata(self:TritonServer, name:str, version:int=-1) -> dict:
-    "Triton's model metadata: name, READY versions, platform, inputs and outputs as clients must send them."
-    m = self.repository.get(name, version)
-    cfg = m.config
-    versions = [str(v) for v in self.repository.ready_versions(name)] if version is None or version < 0 else [str(m.version)]
-    return {'name': name, 'versions': versions, 'platform': cfg.platform or cfg.backend,
-            'inputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.input],
-            'outputs': [_tensor_meta(t, cfg.max_batch_size) for t in cfg.output]}
-
-@patch
-def model_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig:
-    "The complete (autofilled) config of a READY version; `.to_json()` is what Triton returns."
-    return self.repository.get(name, version).config
-
-# %% ../nbs/07_server.ipynb #9d27951a
-def _version_stats(name:str, m:LoadedModel) -> dict:
-    s = m.stats
-    with s.lock:
-        return {'name': name, 'version': str(m.version), 'last_inference': s.last_inference_ms,
-                'inference_count': s.inference_count, 'execution_count': s.execution_count,
-                'inference_stats': {'success': s.success.to_dict(), 'fail': s.fail.to_dict(), 'queue': s.queue.to_dict(),
-                                    'compute_input': s.compute_input.to_dict(), 'compute_infer': s.compute_infer.to_dict(),
-                                    'compute_output': s.compute_output.to_dict(),
-                                    'cache_hit': s.cache_hit.to_dict(), 'cache_miss': s.cache_miss.to_dict()},
-                'response_stats': {},
-                'batch_stats': [{'batch_size': bs, 'compute_input': d[0].to_dict(), 'compute_infer': d[1].to_dict(),
-                                 'compute_output': d[2].to_dict()} for bs, d in sorted(s.batch_stats.items())],
-                'memory_usage': []}
-
-@patch
-def statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
-    "Triton's `/v2/models[/NAME[/versions/V]]/stats` body."
-    ready = self.repository._ready
-    if name is None: return {'model_stats': [_version_stats(n, m) for n in sorted(ready) for _, m in sorted(ready[n].items())]}
-    if name not in ready: raise TritonError(f"requested model '{name}' is not available")
-    if version is None or version < 0: return {'model_stats': [_version_stats(name, m) for _, m in sorted(ready[name].items())]}
-    if version not in ready[name]: raise TritonError(f"requested model version is not available for model '{name}'")
-    return {'model_stats': [_version_stats(name, ready[name][version])]}
-
-# %% ../nbs/07_server.ipynb #48dd7b3b
-@patch
-def load_model(self:TritonServer, name:str, config:str|None=None, files:dict|None=None):
-    "Load or reload `name` (explicit mode); `config` is a JSON ModelConfig overriding config.pbtxt."
-    self.repository.load_model(name, config=config, files=files)
-
-@patch
-def unload_model(self:TritonServer, name:str, unload_dependents:bool=False):
-    self.repository.unload_model(name, unload_dependents=unload_dependents)
-
-@patch
-def repository_index(self:TritonServer, ready:bool=False) -> list:
-    "Triton's repository index: every model and version with its state (only READY ones if `ready`)."
-    return self.repository.index(ready=ready)
-
 # %% ../nbs/07_server.ipynb #09e3a3c9
 @patch(as_prop=True)
 def traces(self:TritonServer) -> TraceManager:
@@ -643,12 +657,3 @@ def trace_setting(self:TritonServer, model_name:str='', doc:dict|None=None, grpc
     "Triton's trace setting request: apply `doc` ({name: value}) to `model_name`'s setting or the global one; the setting in force."
     if model_name and not self.model_ready(model_name): raise TritonError(f'Request for unknown model : {model_name}')
     return self.traces.update(model_name or None, parse_trace_update(doc or {}, grpc))
-
-# %% ../nbs/07_server.ipynb #b97b408e
-@patch
-def serve_http(self:TritonServer, host:str='0.0.0.0', port:int=8000, metrics_port:int|None=8002, exit_timeout_secs:float=30):
-    "Serve this (started) server over HTTP and metrics until SIGINT/SIGTERM."
-    if not self._started: self.start()
-    importlib.import_module(COMPOSITION_ROOT).serve(self, host, port, metrics_port, exit_timeout_secs)
-
-COMPOSITION_ROOT = 'triton_mini.cli'   # the module that puts front ends on sockets: named, not imported, by the core

@@ -22,9 +22,9 @@ from .metrics import MetricsCollector
 __all__ = ['IGNORED_OPTIONS', 'TritonError', 'UnknownError', 'InternalError', 'NotFoundError', 'InvalidArgumentError',
            'UnavailableError', 'UnsupportedError', 'AlreadyExistsError', 'DataType', 'MemoryType', 'ModelControlMode',
            'LogFormat', 'MetricFormat', 'MetricKind', 'RateLimitMode', 'InstanceGroupKind', 'ModelBatchFlag',
-           'ModelTxnPropertyFlag', 'DLDeviceType', 'MemoryBuffer', 'Tensor', 'RateLimiterResource',
-           'ModelLoadDeviceLimit', 'Options', 'InferenceRequest', 'InferenceResponse', 'ResponseIterator',
-           'AsyncResponseIterator', 'Model', 'ModelDictionary', 'Server']
+           'ModelTxnPropertyFlag', 'DLDeviceType', 'MemoryBuffer', 'Tensor', 'Options', 'InferenceRequest',
+           'InferenceResponse', 'ResponseIterator', 'Model', 'ModelDictionary', 'Server', 'AsyncResponseIterator',
+           'RateLimiterResource', 'ModelLoadDeviceLimit']
 
 # %% ../nbs/08c_tritonserver.ipynb #3a23a79f
 class TritonError(_errors.TritonError):
@@ -148,45 +148,7 @@ def _from_dlpack(obj) -> Tensor:
     return Tensor._from_numpy(arr)
 Tensor.from_dlpack = _from_dlpack
 
-# %% ../nbs/08c_tritonserver.ipynb #cfd59610
-@patch
-def to_bytes_array(self:Tensor) -> np.ndarray:
-    "A BYTES tensor as a numpy array of bytes objects."
-    if self.data_type != DataType.BYTES: raise InvalidArgumentError(f'Tensor has data type {self.data_type!r} not {DataType.BYTES!r}')
-    return np.asarray(self.memory_buffer.owner, dtype=object).reshape(self.shape)
-
-@patch
-def to_string_array(self:Tensor) -> np.ndarray:
-    "A BYTES tensor as a numpy array of str (UTF-8)."
-    b = self.to_bytes_array()
-    return np.array([x.decode('utf-8') if isinstance(x, bytes) else str(x) for x in b.reshape(-1)], dtype=str).reshape(b.shape)
-
-@patch
-def to_host(self:Tensor) -> Tensor: return self   # always on the host here
-
-@staticmethod
-def _from_bytes_array(bytes_array) -> Tensor:
-    "A BYTES tensor from a list or numpy array of bytes or str."
-    result = Tensor._from_object(bytes_array)
-    if result.data_type != DataType.BYTES:
-        raise InvalidArgumentError(f'Unsupported conversion from {bytes_array} to Triton BYTES Tensor. Got {result.data_type!r}')
-    return result
-Tensor.from_bytes_array = _from_bytes_array
-Tensor.from_string_array = _from_bytes_array
-
-# %% ../nbs/08c_tritonserver.ipynb #f38b3bed
-@dataclass(slots=True)
-class RateLimiterResource:
-    name: str
-    count: int
-    device: int
-
-@dataclass(slots=True)
-class ModelLoadDeviceLimit:
-    kind: InstanceGroupKind
-    device: int
-    fraction: float
-
+# %% ../nbs/08c_tritonserver.ipynb #33ca97ff
 @dataclass(slots=True)
 class Options:
     "Triton's server options (see IGNORED_OPTIONS for the ones triton_mini accepts and does not use)."
@@ -226,12 +188,6 @@ class Options:
     backend_configuration: dict = field(default_factory=dict)
     host_policies: dict = field(default_factory=dict)
     metrics_configuration: dict = field(default_factory=dict)
-
-IGNORED_OPTIONS = ('rate_limiter_mode', 'rate_limiter_resources', 'pinned_memory_pool_size', 'cuda_memory_pool_sizes',
-                   'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
-                   'model_load_thread_count', 'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
-                   'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval', 'repo_agent_directory',
-                   'model_load_device_limits', 'backend_configuration', 'host_policies', 'metrics_configuration')
 
 # %% ../nbs/08c_tritonserver.ipynb #9d4dffd9
 _CONTROL_MODES = {ModelControlMode.NONE: 'none', ModelControlMode.POLL: 'poll', ModelControlMode.EXPLICIT: 'explicit'}
@@ -335,32 +291,6 @@ class ResponseIterator:
         core = self._model._server._core
         if self._request is not None and core is not None: core.cancel(self._request, self._loaded)
 
-# %% ../nbs/08c_tritonserver.ipynb #e9bc1b0e
-class AsyncResponseIterator:
-    "The responses of one request for asyncio (`async for response in model.async_infer(...)`)."
-    def __init__(self, model, inference_request:InferenceRequest, raise_on_error:bool=False, loop=None):
-        self._model, self._inference_request, self._raise_on_error = model, inference_request, raise_on_error
-        self._loop = loop or asyncio.get_running_loop()
-        self._queue, self._complete, self._request, self._loaded = asyncio.Queue(), False, None, None
-        self._user_queue = inference_request.response_queue
-
-    def _put(self, response):
-        self._queue.put_nowait(response)
-        if self._user_queue is not None: self._user_queue.put_nowait(response)
-
-    def _deliver(self, req, resp, final): call_in_loop(self._loop, self._put, _response(self._model, req, resp, final))
-
-    def __aiter__(self): return self
-
-    async def __anext__(self) -> InferenceResponse:
-        if self._complete: raise StopAsyncIteration
-        response = await self._queue.get()
-        self._complete = response.final
-        if response.error is not None and self._raise_on_error: raise response.error
-        return response
-
-    cancel = ResponseIterator.cancel
-
 # %% ../nbs/08c_tritonserver.ipynb #cdce2c3a
 def _call(f, *args, **kw):
     "f(*args, **kw) with the core's TritonError raised as the `tritonserver` class."
@@ -408,12 +338,6 @@ def infer(self:Model, inference_request:Optional[InferenceRequest]=None, raise_o
     "Send a request (made from `kwargs` when not given); its responses, as they arrive."
     req = inference_request if inference_request is not None else InferenceRequest(model=self, **kwargs)
     return self._submit(ResponseIterator(self, req, raise_on_error), req)
-
-@patch
-def async_infer(self:Model, inference_request:Optional[InferenceRequest]=None, raise_on_error:bool=True, **kwargs) -> AsyncResponseIterator:
-    "`infer` for asyncio (call it in a running event loop)."
-    req = inference_request if inference_request is not None else InferenceRequest(model=self, **kwargs)
-    return self._submit(AsyncResponseIterator(self, req, raise_on_error), req)
 
 # %% ../nbs/08c_tritonserver.ipynb #86bc33ca
 class ModelDictionary(dict):
@@ -501,21 +425,64 @@ def load(self:Server, model_name:str, parameters:Optional[dict]=None) -> Model:
     _call(self.core.load_model, model_name, config=config, files=files or None)
     return self.model(model_name)
 
+# %% ../nbs/08c_tritonserver.ipynb #cfd59610
 @patch
-def unload(self:Server, model:str|Model, unload_dependents:bool=False, wait_until_unloaded:bool=False,
-           polling_interval:float=0.1, timeout:Optional[float]=None) -> None:
-    "Unload a model (and with `unload_dependents` its ensemble's composing models)."
-    name = model.name if isinstance(model, Model) else model
-    _call(self.core.unload_model, name, unload_dependents=unload_dependents)
-    if not wait_until_unloaded: return
-    keys, start_time = [k for k in self.models() if k[0] == name], time.time()
-    while not self._model_unloaded(keys) and (timeout is None or time.time() - start_time < timeout):
-        time.sleep(polling_interval)
+def to_bytes_array(self:Tensor) -> np.ndarray:
+    "A BYTES tensor as a numpy array of bytes objects."
+    if self.data_type != DataType.BYTES: raise InvalidArgumentError(f'Tensor has data type {self.data_type!r} not {DataType.BYTES!r}')
+    return np.asarray(self.memory_buffer.owner, dtype=object).reshape(self.shape)
 
 @patch
-def _model_unloaded(self:Server, keys:list) -> bool:
-    states = self.models()
-    return all(dict.get(states, k) is None or states[k].state in Server._UNLOADED_STATES for k in keys)
+def to_string_array(self:Tensor) -> np.ndarray:
+    "A BYTES tensor as a numpy array of str (UTF-8)."
+    b = self.to_bytes_array()
+    return np.array([x.decode('utf-8') if isinstance(x, bytes) else str(x) for x in b.reshape(-1)], dtype=str).reshape(b.shape)
+
+@patch
+def to_host(self:Tensor) -> Tensor: return self   # always on the host here
+
+@staticmethod
+def _from_bytes_array(bytes_array) -> Tensor:
+    "A BYTES tensor from a list or numpy array of bytes or str."
+    result = Tensor._from_object(bytes_array)
+    if result.data_type != DataType.BYTES:
+        raise InvalidArgumentError(f'Unsupported conversion from {bytes_array} to Triton BYTES Tensor. Got {result.data_type!r}')
+    return result
+Tensor.from_bytes_array = _from_bytes_array
+Tensor.from_string_array = _from_bytes_array
+
+# %% ../nbs/08c_tritonserver.ipynb #e9bc1b0e
+class AsyncResponseIterator:
+    "The responses of one request for asyncio (`async for response in model.async_infer(...)`)."
+    def __init__(self, model, inference_request:InferenceRequest, raise_on_error:bool=False, loop=None):
+        self._model, self._inference_request, self._raise_on_error = model, inference_request, raise_on_error
+        self._loop = loop or asyncio.get_running_loop()
+        self._queue, self._complete, self._request, self._loaded = asyncio.Queue(), False, None, None
+        self._user_queue = inference_request.response_queue
+
+    def _put(self, response):
+        self._queue.put_nowait(response)
+        if self._user_queue is not None: self._user_queue.put_nowait(response)
+
+    def _deliver(self, req, resp, final): call_in_loop(self._loop, self._put, _response(self._model, req, resp, final))
+
+    def __aiter__(self): return self
+
+    async def __anext__(self) -> InferenceResponse:
+        if self._complete: raise StopAsyncIteration
+        response = await self._queue.get()
+        self._complete = response.final
+        if response.error is not None and self._raise_on_error: raise response.error
+        return response
+
+    cancel = ResponseIterator.cancel
+
+# %% ../nbs/08c_tritonserver.ipynb #e4226821
+@patch
+def async_infer(self:Model, inference_request:Optional[InferenceRequest]=None, raise_on_error:bool=True, **kwargs) -> AsyncResponseIterator:
+    "`infer` for asyncio (call it in a running event loop)."
+    req = inference_request if inference_request is not None else InferenceRequest(model=self, **kwargs)
+    return self._submit(AsyncResponseIterator(self, req, raise_on_error), req)
 
 # %% ../nbs/08c_tritonserver.ipynb #e2e129e1
 @patch
@@ -547,3 +514,39 @@ def poll_model_repository(self:Server) -> None:
     core = self.core
     if core.repository.control_mode != 'poll': raise UnsupportedError('poll_model_repository is only allowed in POLL mode')
     core.repository.poll()
+
+# %% ../nbs/08c_tritonserver.ipynb #e03bc17b
+@patch
+def unload(self:Server, model:str|Model, unload_dependents:bool=False, wait_until_unloaded:bool=False,
+           polling_interval:float=0.1, timeout:Optional[float]=None) -> None:
+    "Unload a model (and with `unload_dependents` its ensemble's composing models)."
+    name = model.name if isinstance(model, Model) else model
+    _call(self.core.unload_model, name, unload_dependents=unload_dependents)
+    if not wait_until_unloaded: return
+    keys, start_time = [k for k in self.models() if k[0] == name], time.time()
+    while not self._model_unloaded(keys) and (timeout is None or time.time() - start_time < timeout):
+        time.sleep(polling_interval)
+
+@patch
+def _model_unloaded(self:Server, keys:list) -> bool:
+    states = self.models()
+    return all(dict.get(states, k) is None or states[k].state in Server._UNLOADED_STATES for k in keys)
+
+# %% ../nbs/08c_tritonserver.ipynb #6713dcde
+@dataclass(slots=True)
+class RateLimiterResource:
+    name: str
+    count: int
+    device: int
+
+@dataclass(slots=True)
+class ModelLoadDeviceLimit:
+    kind: InstanceGroupKind
+    device: int
+    fraction: float
+
+IGNORED_OPTIONS = ('rate_limiter_mode', 'rate_limiter_resources', 'pinned_memory_pool_size', 'cuda_memory_pool_sizes',
+                   'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
+                   'model_load_thread_count', 'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
+                   'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval', 'repo_agent_directory',
+                   'model_load_device_limits', 'backend_configuration', 'host_policies', 'metrics_configuration')
