@@ -7,6 +7,7 @@ one stream alone and two at once, rounds interleaved; and the same model.py on r
 
     python bench/openai_llm.py                   # ~4 min; writes bench/results/<date>-openai-llm.md
     python bench/openai_llm.py --rounds 1 --no-save --no-triton
+    python bench/openai_llm.py --rounds 0 --interleaved 30   # only the interleaved time to first token
 
 The GGUF is write_tiny_gguf's random-weight model made big enough that a token takes milliseconds (8 layers, 512
 wide): the figures compare serving stacks, not models. Configurations, each a separate server process:
@@ -69,7 +70,7 @@ def triton_env():
     return {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}   # our pb_utils shim must not shadow Triton's
 
 
-def start(kind, root, gguf, count, threads, api='openai'):
+def start(kind, root, gguf, count, threads, api='openai', mode='process'):
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if kind == 'triton':
@@ -81,13 +82,17 @@ def start(kind, root, gguf, count, threads, api='openai'):
     if kind == 'mini':
         http = free_port()
         cmd = [sys.executable, '-m', 'triton_mini', '--model-repository', str(make_repo(root, gguf, count, threads)),
-               '--python-backend-mode=process', '--allow-grpc=false', '--allow-metrics=false', f'--http-port={http}',
+               f'--python-backend-mode={mode}', '--allow-grpc=false', '--allow-metrics=false', f'--http-port={http}',
                f'--openai-port={port}', '--log-info=false']
         model = 'qwen_gguf_stream'
         if api == 'generate':
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_ready(port, proc)
             return proc, http, model
+        if api == 'both':   # one server, both APIs: (proc, OpenAI port, HTTP port, model)
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_ready(port, proc)
+            return proc, port, http, model
     else:
         cmd = [sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--n_threads', str(threads), '--host', '127.0.0.1',
                '--port', str(port), '--n_ctx', '512', '--verbose', 'false']
@@ -148,12 +153,47 @@ TRITON_CONFIGS = [('triton', 1, 2, 'real Triton 2.51 generate_stream, 1 instance
                   ('mini', 2, 1, 'triton-mini generate_stream, 2 instances x 1 thread')]
 
 
+def interleaved_ttft(root, gguf, requests:int, triton:bool) -> str:
+    """Time to first token, one stream, 1 instance x 2 threads: every server started at once and idle but one, one
+    request to each in turn, `requests` times. Drifts of a shared machine (other jobs, clock, caches) then hit every
+    server alike, which separate rounds do not: TTFT is a few ms and its ratio moved 0.95x-1.31x between rounds."""
+    servers, runs = [], {}
+    try:
+        proc, oport, hport, model = start('mini', root, gguf, 1, 2, 'both'); servers.append(proc)
+        client = openai.OpenAI(base_url=f'http://127.0.0.1:{oport}/v1', api_key='x', max_retries=0, timeout=300)
+        runs['triton-mini, OpenAI API'] = lambda c=client, m=model: one_stream(c, m)
+        runs['triton-mini, generate_stream'] = lambda p=hport, m=model: generate_stream(p, m)
+        proc, tport, tmodel = start('mini', root, gguf, 1, 2, 'generate', mode='thread'); servers.append(proc)
+        runs['triton-mini (thread mode), generate_stream'] = lambda p=tport, m=tmodel: generate_stream(p, m)
+        proc, lport, lmodel = start('llama', root, gguf, 1, 2); servers.append(proc)
+        lclient = openai.OpenAI(base_url=f'http://127.0.0.1:{lport}/v1', api_key='x', max_retries=0, timeout=300)
+        runs['llama_cpp.server, OpenAI API'] = lambda c=lclient, m=lmodel: one_stream(c, m)
+        if triton:
+            proc, rport, rmodel = start('triton', root, gguf, 1, 2); servers.append(proc)
+            runs['real Triton 2.51, generate_stream'] = lambda p=rport, m=rmodel: generate_stream(p, m)
+        for run in runs.values(): run(); run()   # warm-up
+        ttft = {label: [] for label in runs}
+        for _ in range(requests):
+            for label, run in runs.items(): ttft[label].append(1000 * run()[0])
+    finally:
+        for proc in servers: proc.terminate(); proc.wait(30)
+    med = {label: statistics.median(v) for label, v in ttft.items()}
+    lines = [f'| server, API | TTFT median ms | p90 ms |', '|---|---|---|']
+    lines += [f'| {label} | {med[label]:.2f} | {sorted(v)[int(0.9 * len(v))]:.2f} |' for label, v in ttft.items()]
+    text = '\n'.join(lines) + (f"\n\nInterleaved, {requests} requests each: triton-mini / llama_cpp.server over the OpenAI API "
+                              f"{med['triton-mini, OpenAI API'] / med['llama_cpp.server, OpenAI API']:.2f}x")
+    if triton: text += (f"; over generate_stream triton-mini / real Triton {med['triton-mini, generate_stream'] / med['real Triton 2.51, generate_stream']:.2f}x "
+                        f"(thread mode {med['triton-mini (thread mode), generate_stream'] / med['real Triton 2.51, generate_stream']:.2f}x)")
+    return text + '.\n'
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--no-save', action='store_true')
     ap.add_argument('--no-triton', action='store_true', help='leave out real Triton (and triton-mini over generate_stream)')
     ap.add_argument('--ttft-requests', type=int, default=10, help='one-stream requests whose median is the TTFT')
+    ap.add_argument('--interleaved', type=int, default=30, metavar='N', help='TTFT with every server up at once, N requests to each in turn (0: skip)')
     args = ap.parse_args()
     configs = CONFIGS + ([] if args.no_triton else TRITON_CONFIGS)
     sys.path.insert(0, str(ROOT))
@@ -171,6 +211,8 @@ def main():
             finally: proc.terminate(); proc.wait(30)
             print(f'round {r + 1}: {label}: ' + ', '.join(f"{s} stream(s) {results[label][s][-1]['tokens_per_s']:.0f} tok/s, "
                                                          f"TTFT {results[label][s][-1]['ttft_ms']:.1f} ms" for s in (1, 2)), flush=True)
+    if args.rounds == 0:   # the interleaved TTFT alone
+        print(interleaved_ttft(root, gguf, args.interleaved, not args.no_triton)); shutil.rmtree(root, ignore_errors=True); return
     med = {label: {s: {k: statistics.median(x[k] for x in v) for k in ('ttft_ms', 'tokens_per_s')} for s, v in d.items()}
            for label, d in results.items()}
     lines = ['| configuration | 1 stream tok/s | 1 stream TTFT ms | 2 streams tok/s (total) | 2 streams TTFT ms (mean) |', '|---|---|---|---|---|']
@@ -186,6 +228,8 @@ def main():
         t2, m2 = med['real Triton 2.51 generate_stream, 2 instances x 1 thread'][2], med['triton-mini generate_stream, 2 instances x 1 thread'][2]
         ratios += (f" Same model.py over generate_stream, triton-mini / real Triton: one stream (1 x 2) {m1['tokens_per_s'] / t1['tokens_per_s']:.2f}x "
                    f"tokens/s, TTFT {m1['ttft_ms'] / t1['ttft_ms']:.2f}x; two streams (2 x 1) {m2['tokens_per_s'] / t2['tokens_per_s']:.2f}x tokens/s.")
+    if args.interleaved:
+        ratios += '\n\n## Time to first token, interleaved\n\n' + interleaved_ttft(root, gguf, args.interleaved, not args.no_triton)
     load = os.getloadavg()[0]
     text = '\n'.join(lines) + f'\n\n{ratios}\n\nMedians over {args.rounds} round(s), one-stream TTFT the median of {args.ttft_requests} requests, {MAX_TOKENS} tokens greedy, load average at the end {load:.2f} on {os.cpu_count()} cores.\n'
     print(text)
