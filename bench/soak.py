@@ -201,12 +201,14 @@ def main():
     ap.add_argument('--hostile', type=float, default=0.05, help='share of hostile requests')
     ap.add_argument('--no-save', action='store_true')
     ap.add_argument('--summary', type=Path, help='also write the summary (no samples) to this file')
+    ap.add_argument('--mini-flag', action='append', default=[], help='a triton-mini flag, e.g. --mini-flag=--python-backend-mode=process')
     a = ap.parse_args()
     repo = copy_models(Path(tempfile.mkdtemp()) / 'models', *(f'conformance/{m}' for m in ('add_sub', 'identity_int32', 'gen', 'decoupled', 'identity_bytes')),
                        *(f'sequence/{m}' for m in grpc_fuzz.SEQ_MODELS))
     # model control mode none: hostile loads are refused (explicit mode would let http_fuzz's loads replace add_sub;
     # deep and huge load configs are exercised by tests/test_grpc_fuzz.py's heavy cases instead)
-    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10')
+    s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', *a.mini_flag)
+    tree_rss = lambda: sum(p.memory_info().rss for p in [s.ps, *s.ps.children(recursive=True)])   # stubs included
     stop, counts, bad, samples, peak = threading.Event(), Counters(), Counters(), [], [0]
     health = HealthPoller(s.http_port, s.grpc_port, stop)
     threads = [threading.Thread(target=client, args=(s.http_port, i, stop, counts, a.hostile, bad), daemon=True) for i in range(a.clients)]
@@ -216,17 +218,17 @@ def main():
     threads += [threading.Thread(target=health.poll_http, daemon=True), threading.Thread(target=health.live._poll, daemon=True)]
     def rss_peak():
         while not stop.wait(0.25):
-            try: peak[0] = max(peak[0], s.rss())
+            try: peak[0] = max(peak[0], tree_rss())
             except Exception: pass                 # the process is gone: the sampler below notices
     threads.append(threading.Thread(target=rss_peak, daemon=True))
-    start, rss_start = time.monotonic(), s.rss()
+    start, rss_start = time.monotonic(), tree_rss()
     for t in threads: t.start()
     last_n, last_t = 0, start
     try:
         while (now := time.monotonic()) - start < a.duration:
             time.sleep(min(a.interval, max(0.0, a.duration - (now - start))))
             now, n = time.monotonic(), counts.requests + bad.requests
-            samples.append({'t': round(now - start, 1), 'rss_mb': round(s.rss() / 2**20, 1), 'fds': s.fds(), 'threads': s.threads(),
+            samples.append({'t': round(now - start, 1), 'rss_mb': round(tree_rss() / 2**20, 1), 'processes': 1 + len(s.ps.children(recursive=True)), 'fds': s.fds(), 'threads': s.threads(),
                             'requests': n, 'failures': counts.failures, 'hostile_failures': bad.failures,
                             'rps': round((n - last_n) / (now - last_t), 1)})
             last_n, last_t = n, now
@@ -236,7 +238,7 @@ def main():
         for t in threads: t.join(60)
         code = s.stop()
     mb = lambda b: round(b / 2**20, 1)
-    summary = {'duration_s': a.duration, 'clients': a.clients, 'grpc_clients': a.grpc_clients, 'hostile_share': a.hostile,
+    summary = {'mini_flags': a.mini_flag, 'duration_s': a.duration, 'clients': a.clients, 'grpc_clients': a.grpc_clients, 'hostile_share': a.hostile,
                'good_requests': counts.requests, 'good_failures': counts.failures, 'failure_examples': counts.examples,
                'hostile_requests': bad.requests, 'hostile_failures': bad.failures, 'hostile_failure_examples': bad.examples,
                'exit_code': code, 'rss_mb': {'at_start': mb(rss_start), 'first_sample': samples[0]['rss_mb'] if samples else None,
@@ -248,10 +250,12 @@ def main():
     if a.summary: a.summary.write_text(json.dumps({k: v for k, v in summary.items() if k != 'samples'}, indent=1))
     if not a.no_save and samples:
         (HERE / 'results').mkdir(exist_ok=True)
-        stem = HERE / 'results' / f'{datetime.date.today().isoformat()}-soak'
+        mode = next((f.split('=', 1)[1] for f in a.mini_flag if f.startswith('--python-backend-mode=')), None)
+        stem = HERE / 'results' / (f'{datetime.date.today().isoformat()}-soak' + (f'-{mode}' if mode else ''))
         stem.with_suffix('.json').write_text(json.dumps(summary, indent=1))
         plot(samples, stem.with_suffix('.png'), f'triton-mini soak: {counts.requests:,} good and {bad.requests:,} hostile requests, '
-                                                 f'{counts.failures + bad.failures} failures, {a.clients}+{a.grpc_clients} clients, {a.duration / 60:g} min')
+                                                 f'{counts.failures + bad.failures} failures, {a.clients}+{a.grpc_clients} clients, {a.duration / 60:g} min'
+                                                 + (f', {mode} mode' if mode else ''))
         print(f'wrote {stem}.json and .png')
     return 0 if counts.failures == 0 and bad.failures == 0 and code == 0 else 1
 
