@@ -1,24 +1,39 @@
-"Bare grpc.aio server answering ModelInfer with a precomputed response: the ceiling of grpc.aio on one core."
-import asyncio, sys, grpc
+#!/usr/bin/env python
+"""The grpc.aio ceiling: a bare grpc.aio server (on uvloop, as triton-mini's) whose ModelInfer / ModelStreamInfer
+echo INPUT0 as OUTPUT0 with the same protobufs, and nothing else: no repository, no validation, no scheduler.
+
+    python bench/grpc_bare.py PORT                 # bench/grpc_run.py --ceiling starts it pinned like the servers
+
+Whatever triton-mini does on top of grpc.aio cannot make it faster than this.
+"""
+import asyncio, sys
+import grpc
 from grpc import aio
-import numpy as np
 from tritonclient.grpc import service_pb2 as pb
-resp = pb.ModelInferResponse(model_name='identity', model_version='1')
-resp.outputs.add(name='OUTPUT0', datatype='FP32', shape=[1, 16])
-resp.raw_output_contents.append(np.zeros(16, np.float32).tobytes())
-RESP = resp.SerializeToString()
-mode = sys.argv[2]
-async def infer(request, context): return RESP
-async def stream(it, context):
-    async for r in it: yield RESP
-def infer_sync(request, context): return RESP
-async def main():
-    s = aio.server(options=[('grpc.so_reuseport', 0)])
-    h = {'ModelInfer': (grpc.unary_unary_rpc_method_handler(infer_sync if mode == 'sync' else infer)),
-         'ModelStreamInfer': grpc.stream_stream_rpc_method_handler(stream)}
-    s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler('inference.GRPCInferenceService', h),))
-    s.add_insecure_port(f'127.0.0.1:{sys.argv[1]}')
-    await s.start(); await s.wait_for_termination()
-if mode == 'uvloop':
-    import uvloop; uvloop.run(main())
-else: asyncio.run(main())
+
+def answer(request) -> pb.ModelInferResponse:
+    out = pb.ModelInferResponse(model_name=request.model_name, model_version='1', id=request.id)
+    t = request.inputs[0]
+    out.outputs.add(name='OUTPUT0', datatype=t.datatype, shape=t.shape)
+    out.raw_output_contents.append(request.raw_input_contents[0])
+    return out
+
+async def infer(request, context): return answer(request)
+
+async def stream(requests, context):
+    async for r in requests: yield pb.ModelStreamInferResponse(infer_response=answer(r))
+
+async def main(port:int):
+    server = aio.server()
+    handlers = {'ModelInfer': grpc.unary_unary_rpc_method_handler(infer, request_deserializer=pb.ModelInferRequest.FromString,
+                                                                   response_serializer=pb.ModelInferResponse.SerializeToString),
+                'ModelStreamInfer': grpc.stream_stream_rpc_method_handler(stream, request_deserializer=pb.ModelInferRequest.FromString,
+                                                                          response_serializer=pb.ModelStreamInferResponse.SerializeToString)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers),))
+    server.add_insecure_port(f'127.0.0.1:{port}')
+    await server.start()
+    await server.wait_for_termination()
+
+if __name__ == '__main__':
+    try: import uvloop; uvloop.run(main(int(sys.argv[1])))
+    except ImportError: asyncio.run(main(int(sys.argv[1])))

@@ -21,6 +21,7 @@ well under one core means the load generator was not the bottleneck.
     python bench/grpc_run.py --only mini --rounds 1 --duration 5 --no-save
     python bench/grpc_run.py --base /path/to/checkout        # + triton-mini from another checkout ("before") as `base`
     python bench/grpc_run.py --mini-flags='--python-backend-mode=process'
+    python bench/grpc_run.py --ceiling                       # + bench/grpc_bare.py: what grpc.aio alone reaches
 """
 from __future__ import annotations
 import argparse, collections, datetime, json, os, re, resource, shutil, statistics, subprocess, sys, tempfile, time
@@ -114,11 +115,28 @@ def measure(server, sizes, args, work:Path, bodies:dict) -> dict:
                   f'client CPU {100 * r["client_cpu"]:.0f}%  load {r["load"]:.2f}', flush=True)
     return out
 
+class BareServer:
+    "bench/grpc_bare.py (the grpc.aio ceiling) pinned like run.Server, with the same attributes."
+    def __init__(self, workdir:Path, core:int):
+        import socket
+        self.kind, self.grpc_port = 'bare', run.free_port()
+        self.log = workdir / 'bare.log'
+        self.proc = subprocess.Popen(['taskset', '-c', str(core), sys.executable, str(HERE / 'grpc_bare.py'), str(self.grpc_port)],
+                                     start_new_session=True, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try: socket.create_connection(('127.0.0.1', self.grpc_port), 1).close(); break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline: raise RuntimeError(self.log.read_text()[-2000:])
+                time.sleep(0.2)
+        self.pinned = run.pin_tree(self.proc.pid, core)
+    stop = run.Server.stop
+
 def run_all(args, work:Path, repo:Path, bodies:dict) -> dict:
     results = collections.defaultdict(list)
     for rnd in range(1, args.rounds + 1):
         for kind in args.only:
-            server = run.Server(kind, repo, work, args.server_core)
+            server = BareServer(work, args.server_core) if kind == 'bare' else run.Server(kind, repo, work, args.server_core)
             try:
                 sizes = check(server.grpc_port)
                 print(f'round {rnd}/{args.rounds} {run.NAMES[kind]}: pinned {server.pinned[0]} processes / '
@@ -154,7 +172,7 @@ def report(args, results, load_before, load_after) -> str:
                              f'{med(kind, rpc, c, "p50_us") / 1000:.2f} | {med(kind, rpc, c, "p99_us") / 1000:.2f} | '
                              f'{sum(r["failed"] for r in rs)} | {"ok" if all(r["bytes_ok"] for r in rs) else "WRONG"} | '
                              f'{100 * max(r["client_cpu"] for r in rs):.0f}% | {", ".join(format(r["rps"], ",.0f") for r in rs)} |')
-    for a, b in (('mini', 'triton'), ('exp', 'triton'), ('exp', 'mini')):
+    for a, b in (('mini', 'triton'), ('exp', 'triton'), ('exp', 'mini'), ('bare', 'triton'), ('mini', 'bare')):
         if a not in args.only or b not in args.only: continue
         lines += ['', f'| rpc | c | infer/s {a} / {b} |', '|---|---|---|']
         for rpc in args.rpc:
@@ -167,7 +185,7 @@ def report(args, results, load_before, load_after) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--only', choices=('triton', 'mini', 'exp'), action='append', help='run just this server (repeatable)')
+    p.add_argument('--only', choices=('triton', 'mini', 'exp', 'bare'), action='append', help='run just this server (repeatable)')
     p.add_argument('--rpc', choices=('unary', 'stream'), action='append', help='default both')
     p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
     p.add_argument('--rounds', type=int, default=3)
@@ -181,6 +199,7 @@ def main(argv=None):
     p.add_argument('--mini-flags', default='', metavar='FLAGS', help="more flags for triton-mini, e.g. '--python-backend-mode=process'")
     p.add_argument('--exp-flags', default='', metavar='FLAGS', help="add this checkout's triton-mini with these flags as `exp`, "
                    "e.g. --exp-flags='--python-backend-mode=process'")
+    p.add_argument('--ceiling', action='store_true', help='add bench/grpc_bare.py (grpc.aio echoing the input, nothing else) as `bare`')
     p.add_argument('--no-save', action='store_true')
     args = p.parse_args(argv)
     args.rpc = args.rpc or ['unary', 'stream']
@@ -197,6 +216,8 @@ def main(argv=None):
         run.NAMES['exp'] = f'triton-mini {args.exp_flags}'
         args.only = args.only or ['triton', 'mini', 'exp']
     args.only = args.only or ['triton', 'mini']
+    if args.ceiling and 'bare' not in args.only: args.only.append('bare')
+    run.NAMES['bare'] = 'bare grpc.aio echo (ceiling)'
     for tool in ('h2load', 'taskset'):
         if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"nghttp2-client" if tool == "h2load" else "util-linux"})')
     with tempfile.TemporaryDirectory(prefix='triton_mini_grpc_bench_') as tmp:
