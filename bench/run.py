@@ -45,6 +45,9 @@ NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-min
 EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
 MINI_FLAGS = []        # --mini-flags: more flags for triton-mini (and the experiment), e.g. --python-backend-mode=process
+EXTRA_FLAGS = {}       # kind -> more flags for that server only (bench/grpc_run.py --exp-flags)
+ROOTS = {}             # kind -> the checkout whose triton_mini that server runs (default: this one)
+MINI_GRPC = False      # serve gRPC from triton-mini too (bench/grpc_run.py); Server.grpc_port is the port either way
 
 LUA = '''
 wrk.method = "POST"
@@ -103,6 +106,7 @@ class Server:
     def __init__(self, kind:str, repo:Path, workdir:Path, core:int):
         self.kind, self.port = kind, free_port()
         metrics, grpc = free_port(), free_port()
+        self.grpc_port = grpc
         if kind == 'triton':
             oracle = [sys.executable, ORACLE] if ORACLE.endswith('.py') else [ORACLE]
             argv = [*oracle, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
@@ -111,9 +115,10 @@ class Server:
             script = EXP_LAUNCHER if kind == 'exp' else MINI_LAUNCHER
             launcher = ['-m', 'triton_mini'] if script is None else [script]
             argv = [sys.executable, *launcher, f'--model-repository={repo}', f'--http-port={self.port}',
-                    f'--metrics-port={metrics}', '--allow-grpc=false', *MINI_FLAGS]
+                    f'--metrics-port={metrics}', *([f'--grpc-port={grpc}'] if MINI_GRPC else ['--allow-grpc=false']), *MINI_FLAGS,
+                    *EXTRA_FLAGS.get(kind, ())]
         self.log = workdir / f'{kind}.log'
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOTS.get(kind, ROOT)))
         # cwd outside the checkout: the oracle's Python backend would import our triton_python_backend_utils.py
         self.proc = subprocess.Popen(['taskset', '-c', str(core), *argv], cwd=workdir, env=env, start_new_session=True,
                                      stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
