@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
-           'StreamRequest', 'inference_service', 'serve', 'GRPCService']
+           'StreamRequest', 'serve', 'inference_service', 'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
@@ -120,33 +120,6 @@ class GRPCFrontend(GRPCExtensions, pb_grpc.GRPCInferenceServiceServicer):
         self.infer_compression = infer_compression
     def __repr__(self): return f'GRPCFrontend({self.server!r})'
 
-# %% ../nbs/08a_grpc.ipynb #e8e72771
-@patch
-@rpc('health')
-async def ServerLive(self:GRPCFrontend, request, context): return pb.ServerLiveResponse(live=self.server.is_live())
-@patch
-@rpc('health')
-async def ServerReady(self:GRPCFrontend, request, context): return pb.ServerReadyResponse(ready=self.server.is_ready())
-@patch
-@rpc('health')
-async def ModelReady(self:GRPCFrontend, request, context):
-    return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, parse_version(request.version)))
-
-# %% ../nbs/08a_grpc.ipynb #4bc2ee10
-@patch
-@rpc('metadata')
-async def ServerMetadata(self:GRPCFrontend, request, context):
-    return _message(self.server.server_metadata(), pb.ServerMetadataResponse())
-@patch
-@rpc('metadata')
-async def ModelMetadata(self:GRPCFrontend, request, context):
-    return _message(self.server.model_metadata(request.name, parse_version(request.version)), pb.ModelMetadataResponse())
-@patch
-@rpc('model-config')
-async def ModelConfig(self:GRPCFrontend, request, context):
-    cfg = self.server.model_config(request.name, parse_version(request.version))
-    return pb.ModelConfigResponse(config=_message(json.loads(cfg.to_json()), model_config_pb2.ModelConfig()))
-
 # %% ../nbs/08a_grpc.ipynb #96f6895a
 @patch
 @rpc('inference')
@@ -228,8 +201,7 @@ async def read(self:InferStream, request_iterator):
     try:
         async for request in request_iterator:
             if request is UNPARSABLE: break
-            if request.ByteSize() > OFF_LOOP_BYTES:     # decode a big one on a thread; issue it here, in order
-                self.predecoded[id(request)] = await asyncio.to_thread(_predecode, self.server, request, self.forwarded)
+            if request.ByteSize() > OFF_LOOP_BYTES: await self.predecode(request)   # on a thread (appendix)
             self.issue(request)
     except Exception as e: log.debug(f'stream read ended: {e!r}')
     finally:
@@ -300,17 +272,7 @@ async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
         while (message := await stream.out.get()) is not None: yield message
     finally:
         reader.cancel()
-        stream.cancel_queued()   # a cancelled stream's queued requests would only hold instances and sequence slots
-
-# %% ../nbs/08a_grpc.ipynb #7d5d458f
-def inference_service(frontend:GRPCFrontend):
-    "GRPCInferenceService's handlers for `frontend`, with parsers that never raise."
-    handlers = {}
-    for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
-        request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
-        kind = grpc.stream_stream_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler
-        handlers[m.name] = kind(getattr(frontend, m.name), request_deserializer=_parser(request), response_serializer=response.SerializeToString)
-    return grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers)
+        stream.cancel_queued()
 
 # %% ../nbs/08a_grpc.ipynb #a0746561
 async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_settings:dict|None=None,
@@ -329,6 +291,33 @@ async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_sett
     await grpc_server.start()
     return grpc_server
 
+# %% ../nbs/08a_grpc.ipynb #e8e72771
+@patch
+@rpc('health')
+async def ServerLive(self:GRPCFrontend, request, context): return pb.ServerLiveResponse(live=self.server.is_live())
+@patch
+@rpc('health')
+async def ServerReady(self:GRPCFrontend, request, context): return pb.ServerReadyResponse(ready=self.server.is_ready())
+@patch
+@rpc('health')
+async def ModelReady(self:GRPCFrontend, request, context):
+    return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, parse_version(request.version)))
+
+# %% ../nbs/08a_grpc.ipynb #4bc2ee10
+@patch
+@rpc('metadata')
+async def ServerMetadata(self:GRPCFrontend, request, context):
+    return _message(self.server.server_metadata(), pb.ServerMetadataResponse())
+@patch
+@rpc('metadata')
+async def ModelMetadata(self:GRPCFrontend, request, context):
+    return _message(self.server.model_metadata(request.name, parse_version(request.version)), pb.ModelMetadataResponse())
+@patch
+@rpc('model-config')
+async def ModelConfig(self:GRPCFrontend, request, context):
+    cfg = self.server.model_config(request.name, parse_version(request.version))
+    return pb.ModelConfigResponse(config=_message(json.loads(cfg.to_json()), model_config_pb2.ModelConfig()))
+
 # %% ../nbs/08a_grpc.ipynb #ee9e5031
 def _predecode(server, request, forwarded):
     "(model, decode_infer_request's answer) for a big stream request, on a thread; a TritonError (no traceback) for a bad one."
@@ -339,6 +328,22 @@ def _predecode(server, request, forwarded):
     except TritonError as e: err = TritonError(e.message, e.code)
     except Exception: return None      # a bug: decoded again when issued, where it is answered and logged
     return err
+
+# %% ../nbs/08a_grpc.ipynb #27eadcdc
+@patch
+async def predecode(self:InferStream, request):
+    "Decode a big request on a thread, for `issue` to submit in its turn."
+    self.predecoded[id(request)] = await asyncio.to_thread(_predecode, self.server, request, self.forwarded)
+
+# %% ../nbs/08a_grpc.ipynb #7d5d458f
+def inference_service(frontend:GRPCFrontend):
+    "GRPCInferenceService's handlers for `frontend`, with parsers that never raise."
+    handlers = {}
+    for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
+        request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
+        kind = grpc.stream_stream_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[m.name] = kind(getattr(frontend, m.name), request_deserializer=_parser(request), response_serializer=response.SerializeToString)
+    return grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers)
 
 # %% ../nbs/08a_grpc.ipynb #b554bb9c
 class GRPCService:

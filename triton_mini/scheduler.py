@@ -156,11 +156,7 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     for r in batch: r.queue_end_ns = start
     inst.failed = False
     try: responses = inst.execute(batch)
-    except Exception as e:
-        inst.failed, responses = True, [InferenceResponse(error=TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))] * len(batch)
-    except BaseException as e:   # SystemExit, KeyboardInterrupt, ...: the batch fails, the instance serves on
-        inst.failed, inst.timing = True, None
-        responses = [InferenceResponse(error=execute_failure(inst, e))] * len(batch)
+    except BaseException as e: responses = self._failed_execute(inst, batch, e)   # the batch fails, never the worker
     end = self.clock()
     self._settle(inst, batch, responses, getattr(inst, 'timing', None), getattr(inst, 'failed', False), start, end)
 
@@ -195,10 +191,7 @@ def _next_batch(self:Scheduler, inst:ModelInstance):
     "`_take`, surviving any exception from forming a batch: it is logged and the worker goes on."
     while True:
         try: return self._take()
-        except BaseException as e:   # in a worker thread, even SystemExit must not end it
-            log.error(f"scheduler of model '{self.config.name}' failed to form a batch for '{inst.name}': {type(e).__name__}: {e}")
-            e.__traceback__ = None   # its frames hold the requests
-            time.sleep(0.001)        # a failure that repeats must not spin a core
+        except BaseException as e: self._take_failed(inst, e)   # in a worker thread, even SystemExit must not end it
 
 # %% ../nbs/05_scheduler.ipynb #f0806a70
 @patch
@@ -208,10 +201,7 @@ def _worker(self:Scheduler, inst:ModelInstance):
         batches = [batch, *self._more(inst)]   # more than one only for an instance with `execute_many` (04c)
         self._running[inst.name] = [r for b in batches for r in b]
         try: self._run(inst, batch) if len(batches) == 1 else self._run_many(inst, batches)
-        except BaseException as e:
-            log.exception(f"scheduler of model '{self.config.name}' failed to run a batch on '{inst.name}'")
-            for r in self._running[inst.name]: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
-            e.__traceback__ = None
+        except BaseException as e: self._run_failed(inst, e)   # a bug of ours: its requests are answered
         finally: self._running.pop(inst.name, None)
         del batch, batches   # an idle worker must not keep its last batch (and its tensors) alive
 
@@ -228,11 +218,7 @@ def stop(self:Scheduler, timeout:float|None=None) -> list:
     deadline = None if timeout is None else time.monotonic() + timeout
     for t in self._threads: t.join(None if deadline is None else max(deadline - time.monotonic(), 0))
     alive = [(t, inst) for t, inst in zip(self._threads, self.instances) if t.is_alive()]
-    for t, inst in alive:
-        if inst.name not in self._running: t.join(0.5)   # idle, on its way out: not hung
-    stuck = [inst for t, inst in alive if t.is_alive()]
-    if stuck: self._abandon(stuck, timeout)
-    return stuck
+    return self._left_running(alive, timeout) if alive else []   # only after a timeout (Appendix: bounded stop)
 
 @patch
 def _check_accepting(self:Scheduler, req:InferenceRequest):
@@ -343,21 +329,17 @@ def _level(self:DynamicBatcher, req:InferenceRequest) -> int:
 # %% ../nbs/05_scheduler.ipynb #3ed0ac9e
 @patch
 def enqueue(self:DynamicBatcher, req:InferenceRequest):
-    "Queue a request, or reject it at once when its priority level's queue is full."
+    "Queue a request at its priority level (whose queue policy may reject it at once)."
     lvl = self._level(req)
-    policy = self._policies[lvl]
     with self._cond:
         self._check_accepting(req)
-        if policy is not None and policy.max_queue_size and len(self._queues[lvl]) >= policy.max_queue_size:
-            self.stats.record_request(req, False, self.clock(), 'REJECTED')
-            raise TritonError(f"[request id: {req.id or '<id_unknown>'}] Exceeds maximum queue size", 'UNAVAILABLE')
+        if self._policies[lvl] is not None: self._check_queue_size(req, lvl)
         if self.ordering is not None: self.ordering.wrap(req)   # only accepted requests take a place in the order
-        entry, q = _Queued(req, self.key(req), self._deadline(req, policy) if self._timeouts else None), self._queues[lvl]
-        if q and q[-1].expired: q.insert(_delayed_start(q), entry)   # DELAYed requests stay behind all others
-        else: q.append(entry)
+        entry = _Queued(req, self.key(req), None)
+        if self._timeouts: self._queue_timed(lvl, entry)       # a policy has a timeout: see the appendix
+        else: self._queues[lvl].append(entry)
         self.stats.pending += 1
         self._cond.notify()
-        if entry.deadline is not None and self._reaper is not None: self._reaper_due(entry.deadline)
 
 # %% ../nbs/05_scheduler.ipynb #e7402282
 @patch
@@ -375,12 +357,8 @@ def _take(self:DynamicBatcher):
             waited = now - min(e.req.arrival_ns for e in head)
             n, wait_ns = next_batch([e.req.batch_size for e in head], [e.key for e in head], self.max_batch_size,
                                     self.preferred, waited, self.max_delay_ns if not self._stopping else 0)
-            if not n and self.learner is not None and self._waiting_n is None:   # a wait would begin: does it pay?
-                if self.learner.should_wait(): self._waiting_n = len(head)
-                else: n = len(head)
-            if n:
-                if self._waiting_n is not None: self.learner.waited(n > self._waiting_n); self._waiting_n = None
-                return self._pop(n)
+            if self.learner is not None: n = self._learn(n, len(head))   # opt-in: Appendix: waiting only when it pays
+            if n: return self._pop(n)
             self._cond.wait(wait_ns / 1e9)
 
 # %% ../nbs/05_scheduler.ipynb #7752f8be
@@ -472,6 +450,40 @@ def _log_failure(inst:ModelInstance, batch:list, responses):
     "Log a failed execution with the error its requests get (as Triton's Python stub does)."
     err = next((r.error for r in responses or () if r is not None and r.error is not None), None)
     log.error(err.message if err is not None else f"execution of a batch of {len(batch)} request(s) failed on '{inst.name}'")
+
+# %% ../nbs/05_scheduler.ipynb #df33539e
+@patch
+def _failed_execute(self:Scheduler, inst:ModelInstance, batch:list, e:BaseException) -> list:
+    "The responses of a batch whose `execute` raised: `<type>: <message>` for an Exception, Triton's text for the rest."
+    inst.failed = True
+    if isinstance(e, Exception): return [InferenceResponse(error=TritonError(f'{type(e).__name__}: {e}', 'INTERNAL'))] * len(batch)
+    inst.timing = None           # SystemExit, KeyboardInterrupt, ...: the batch fails, the instance serves on
+    return [InferenceResponse(error=execute_failure(inst, e))] * len(batch)
+
+# %% ../nbs/05_scheduler.ipynb #376686e4
+@patch
+def _take_failed(self:Scheduler, inst:ModelInstance, e:BaseException):
+    "Log a failure to form a batch; the worker then tries again."
+    log.error(f"scheduler of model '{self.config.name}' failed to form a batch for '{inst.name}': {type(e).__name__}: {e}")
+    e.__traceback__ = None   # its frames hold the requests
+    time.sleep(0.001)        # a failure that repeats must not spin a core
+
+@patch
+def _run_failed(self:Scheduler, inst:ModelInstance, e:BaseException):
+    "Log a failure of ours while running a batch on `inst`, and answer every request of it."
+    log.exception(f"scheduler of model '{self.config.name}' failed to run a batch on '{inst.name}'")
+    for r in self._running[inst.name]: _deliver(r, InferenceResponse(error=TritonError(f'internal error while running a batch on {inst.name!r}', 'INTERNAL')))
+    e.__traceback__ = None
+
+# %% ../nbs/05_scheduler.ipynb #b758d57d
+@patch
+def _left_running(self:Scheduler, alive:list, timeout) -> list:
+    "The instances still executing once `stop`'s wait is over, abandoned; `alive`: (thread, instance) pairs."
+    for t, inst in alive:
+        if inst.name not in self._running: t.join(0.5)   # idle, on its way out: not hung
+    stuck = [inst for t, inst in alive if t.is_alive()]
+    if stuck: self._abandon(stuck, timeout)
+    return stuck
 
 # %% ../nbs/05_scheduler.ipynb #bba39f05
 @patch
@@ -583,6 +595,22 @@ def _delayed_start(q) -> int:
     while i and q[i - 1].expired: i -= 1
     return i
 
+@patch
+def _check_queue_size(self:DynamicBatcher, req:InferenceRequest, lvl:int):
+    "Reject `req` at once when its level's queue is full (`max_queue_size`)."
+    policy = self._policies[lvl]
+    if policy.max_queue_size and len(self._queues[lvl]) >= policy.max_queue_size:
+        self.stats.record_request(req, False, self.clock(), 'REJECTED')
+        raise TritonError(f"[request id: {req.id or '<id_unknown>'}] Exceeds maximum queue size", 'UNAVAILABLE')
+
+@patch
+def _queue_timed(self:DynamicBatcher, lvl:int, entry:_Queued):
+    "Queue `entry` when a policy has a timeout: with its deadline, ahead of the DELAYed ones, the reaper told."
+    entry.deadline, q = self._deadline(entry.req, self._policies[lvl]), self._queues[lvl]
+    if q and q[-1].expired: q.insert(_delayed_start(q), entry)   # DELAYed requests stay behind all others
+    else: q.append(entry)
+    if entry.deadline is not None and self._reaper is not None: self._reaper_due(entry.deadline)
+
 # %% ../nbs/05_scheduler.ipynb #7fcd4bf2
 @patch
 def _expire(self:DynamicBatcher, now:int):
@@ -657,6 +685,16 @@ class WaitLearner:
         else:
             if self.futile >= self.futile_limit: self.probe_every = min(self.probe_every * 2, self.max_probe)
             self.futile += 1
+
+# %% ../nbs/05_scheduler.ipynb #52725a6f
+@patch
+def _learn(self:DynamicBatcher, n:int, queued:int) -> int:
+    "What to send now under the adaptive rule: the rule's `n`, or all `queued` requests when a wait would not pay."
+    if not n and self._waiting_n is None:   # a wait would begin: does it pay?
+        if self.learner.should_wait(): self._waiting_n = queued
+        else: n = queued
+    if n and self._waiting_n is not None: self.learner.waited(n > self._waiting_n); self._waiting_n = None
+    return n
 
 # %% ../nbs/05_scheduler.ipynb #34f496b7
 def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batch_size:int=8, preferred=(8,),
