@@ -15,11 +15,11 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
-           'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire', 'release_flags',
-           'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env', 'not_healthy',
-           'StubModelInstance', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
-           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members',
-           'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_server']
+           'START_VARIABLES', 'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire',
+           'release_flags', 'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env',
+           'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies',
+           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env',
+           'safe_members', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -790,10 +790,10 @@ def fork_server_main(fd:int):
             try:
                 head, fds, _, _ = socket.recv_fds(sock, 4, 2)
                 if not head: os._exit(0)               # the server closed its end: nothing more to start
-                cwd = _recv_exact(sock, struct.unpack('<I', head + _recv_exact(sock, 4 - len(head)) if len(head) < 4 else head)[0]).decode()
+                env, cwd = pickle.loads(_recv_exact(sock, struct.unpack('<I', head + _recv_exact(sock, 4 - len(head)) if len(head) < 4 else head)[0]))
             except (EOFError, OSError): os._exit(0)
             pid = os.fork()
-            if pid == 0: _forked_stub(sock, (wake_r, wake_w), fds, cwd)
+            if pid == 0: _forked_stub(sock, (wake_r, wake_w), fds, env, cwd)
             for f in fds: os.close(f)
             sock.sendall(_FORK_MSG.pack(0, pid, 0))
 
@@ -807,13 +807,13 @@ def _reap(sock:socket.socket, wake_r:int):
         if pid == 0: return
         sock.sendall(_FORK_MSG.pack(1, pid, os.waitstatus_to_exitcode(status)))
 
-def _forked_stub(sock:socket.socket, wake:tuple, fds:list, cwd:str):
-    "In the child: drop the fork server's ends, take the server's directory and fresh random state, serve; never return."
+def _forked_stub(sock:socket.socket, wake:tuple, fds:list, env:dict, cwd:str):
+    "In the child: drop the fork server's ends, take the stub's environment and directory and fresh random state, serve; never return."
     code = 1
     try:
         signal.set_wakeup_fd(-1); signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sock.close(); os.close(wake[0]); os.close(wake[1])
-        os.chdir(cwd)
+        os.environ.clear(); os.environ.update(env); os.chdir(cwd)
         if 'numpy.random' in sys.modules: np.random.seed()
         stub_main(*fds)
         code = 0
@@ -849,13 +849,13 @@ class ForkServer:
 
 # %% ../nbs/04c_stub_process.ipynb #7948b895
 @patch
-def spawn(self:ForkServer) -> tuple:
-    "A new stub: (its ForkedStub, our ends of its `work` and `side` channels)."
+def spawn(self:ForkServer, env:dict) -> tuple:
+    "A new stub with environment `env`: (its ForkedStub, our ends of its `work` and `side` channels)."
     (work, their_work), (side, their_side) = socket.socketpair(), socket.socketpair()
     try:
-        cwd = os.getcwd().encode()
+        request = pickle.dumps((env, os.getcwd()))
         with self.lock:   # one request at a time: the pids come back in order
-            socket.send_fds(self.sock, [struct.pack('<I', len(cwd)) + cwd], [their_work.fileno(), their_side.fileno()])
+            socket.send_fds(self.sock, [struct.pack('<I', len(request)) + request], [their_work.fileno(), their_side.fileno()])
             if (pid := self.forked.get(timeout=30)) is None: raise OSError('the fork server is gone')
             child = self.children[pid] = ForkedStub(pid)
     except BaseException: work.close(); side.close(); raise
@@ -895,9 +895,15 @@ FORK_STUBS = sys.platform == 'linux' and os.environ.get('TRITON_MINI_FORK_STUBS'
 _fork_servers, _fork_lock = {}, threading.Lock()
 os.register_at_fork(after_in_child=_fork_servers.clear)   # a forked server starts fork servers of its own
 
+START_VARIABLES = ('LD_', 'PYTHON', 'OMP_', 'OPENBLAS_', 'MKL_', 'GOTO', 'NUMEXPR_', 'MALLOC_', 'GLIBC_', 'TRITON_MINI_')
+
+def fork_key(env:dict) -> tuple:
+    "What a fork server must have been started with to fork a stub for `env`: the variables read at start, and those the server lacks."
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(START_VARIABLES) or os.environ.get(k) != v))
+
 def fork_server(env:dict) -> ForkServer:
-    "The running fork server started with exactly `env`."
-    key = tuple(sorted(env.items()))
+    "The running fork server for `env` (see `fork_key`)."
+    key = fork_key(env)
     with _fork_lock:
         fs = _fork_servers.get(key)
         if fs is None or not fs.alive:
@@ -913,7 +919,8 @@ exec_stub = spawn_stub   # the main story's: a new Python per stub
 def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
     "A new stub and our ends of its channels: forked from the fork server for this Python and environment, else exec'd."
     if python is None and FORK_STUBS:
-        try: return fork_server(env if env is not None else _stub_env()).spawn()
+        env = env if env is not None else _stub_env()
+        try: return fork_server(env).spawn(env)
         except OSError: pass   # no fork server could start: start the stub the slow way
     return exec_stub(python, env)
 
