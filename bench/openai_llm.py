@@ -153,7 +153,7 @@ TRITON_CONFIGS = [('triton', 1, 2, 'real Triton 2.51 generate_stream, 1 instance
                   ('mini', 2, 1, 'triton-mini generate_stream, 2 instances x 1 thread')]
 
 
-def interleaved_ttft(root, gguf, requests:int, triton:bool) -> str:
+def interleaved_ttft(root, gguf, requests:int, triton:bool, pause:float=0.2) -> str:
     """Time to first token, one stream, 1 instance x 2 threads: every server started at once and idle but one, one
     request to each in turn, `requests` times. Drifts of a shared machine (other jobs, clock, caches) then hit every
     server alike, which separate rounds do not: TTFT is a few ms and its ratio moved 0.95x-1.31x between rounds."""
@@ -174,7 +174,9 @@ def interleaved_ttft(root, gguf, requests:int, triton:bool) -> str:
         for run in runs.values(): run(); run()   # warm-up
         ttft = {label: [] for label in runs}
         for _ in range(requests):
-            for label, run in runs.items(): ttft[label].append(1000 * run()[0])
+            for label, run in runs.items():
+                time.sleep(pause)   # the last server's llama.cpp threads go idle (they poll a while after a token)
+                ttft[label].append(1000 * run()[0])
     finally:
         for proc in servers: proc.terminate(); proc.wait(30)
     med = {label: statistics.median(v) for label, v in ttft.items()}
@@ -194,6 +196,7 @@ def main():
     ap.add_argument('--no-triton', action='store_true', help='leave out real Triton (and triton-mini over generate_stream)')
     ap.add_argument('--ttft-requests', type=int, default=10, help='one-stream requests whose median is the TTFT')
     ap.add_argument('--interleaved', type=int, default=30, metavar='N', help='TTFT with every server up at once, N requests to each in turn (0: skip)')
+    ap.add_argument('--pause', type=float, default=0.2, help='seconds between interleaved requests')
     args = ap.parse_args()
     configs = CONFIGS + ([] if args.no_triton else TRITON_CONFIGS)
     sys.path.insert(0, str(ROOT))
@@ -212,7 +215,7 @@ def main():
             print(f'round {r + 1}: {label}: ' + ', '.join(f"{s} stream(s) {results[label][s][-1]['tokens_per_s']:.0f} tok/s, "
                                                          f"TTFT {results[label][s][-1]['ttft_ms']:.1f} ms" for s in (1, 2)), flush=True)
     if args.rounds == 0:   # the interleaved TTFT alone
-        print(interleaved_ttft(root, gguf, args.interleaved, not args.no_triton)); shutil.rmtree(root, ignore_errors=True); return
+        print(interleaved_ttft(root, gguf, args.interleaved, not args.no_triton, args.pause)); shutil.rmtree(root, ignore_errors=True); return
     med = {label: {s: {k: statistics.median(x[k] for x in v) for k in ('ttft_ms', 'tokens_per_s')} for s, v in d.items()}
            for label, d in results.items()}
     lines = ['| configuration | 1 stream tok/s | 1 stream TTFT ms | 2 streams tok/s (total) | 2 streams TTFT ms (mean) |', '|---|---|---|---|---|']
@@ -229,7 +232,7 @@ def main():
         ratios += (f" Same model.py over generate_stream, triton-mini / real Triton: one stream (1 x 2) {m1['tokens_per_s'] / t1['tokens_per_s']:.2f}x "
                    f"tokens/s, TTFT {m1['ttft_ms'] / t1['ttft_ms']:.2f}x; two streams (2 x 1) {m2['tokens_per_s'] / t2['tokens_per_s']:.2f}x tokens/s.")
     if args.interleaved:
-        ratios += '\n\n## Time to first token, interleaved\n\n' + interleaved_ttft(root, gguf, args.interleaved, not args.no_triton)
+        ratios += '\n\n## Time to first token, interleaved\n\n' + interleaved_ttft(root, gguf, args.interleaved, not args.no_triton, args.pause)
     load = os.getloadavg()[0]
     text = '\n'.join(lines) + f'\n\n{ratios}\n\nMedians over {args.rounds} round(s), one-stream TTFT the median of {args.ttft_requests} requests, {MAX_TOKENS} tokens greedy, load average at the end {load:.2f} on {os.cpu_count()} cores.\n'
     print(text)
