@@ -193,6 +193,17 @@ def stats(port, model) -> tuple:
     return s['execution_count'], s['inference_count'], s['inference_stats']['success']['count'], s['inference_stats']['fail']['count']
 
 
+def settled(read, interval=0.1, tries=20):
+    """A value that two reads `interval` apart agree on: Triton counts an ended iterative sequence's CANCELED failure
+    after its final response reached the client, so statistics read at once sometimes miss it."""
+    value = read()
+    for _ in range(tries):
+        time.sleep(interval)
+        if (again := read()) == value: return value
+        value = again
+    return value
+
+
 def observe(http_port, grpc_port) -> dict:
     "The requests both servers answer, in this order (a fresh server: the statistics start at zero)."
     return {'counter_3': infer(http_port, 'counter', 3), 'counter_1': infer(http_port, 'counter', 1),
@@ -200,7 +211,7 @@ def observe(http_port, grpc_port) -> dict:
             'counter_given_id': infer(http_port, 'counter', 2, sid=42, start=True),
             'counter_given_id_no_start': infer(http_port, 'counter', 2, sid=43),
             'counter_batched': infer(http_port, 'counter_batched', 2, batched=True),
-            'countdown': stream(grpc_port, 'countdown', 3), 'countdown_stats': stats(http_port, 'countdown'),
+            'countdown': stream(grpc_port, 'countdown', 3), 'countdown_stats': settled(lambda: stats(http_port, 'countdown')),
             'wrong_return': infer(http_port, 'wrong_return', 1), 'wrong_return_stats': stats(http_port, 'wrong_return')}
 
 
