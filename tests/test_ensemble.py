@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from model_factory import (RECORDER, STEP, TWO_OUTPUTS, ExecutionProbe,  # noqa: E402
                            clear_executions, ensemble_config, http_call, http_infer, io, read_executions, run_threads,
                            step_config, write_model)
-from triton_servers import oracle_or_skip  # noqa: E402
+from triton_servers import oracle_or_skip, settled  # noqa: E402
 from triton_mini.backend import InferenceRequest  # noqa: E402
 from triton_mini.scheduler import ResponseWaiter  # noqa: E402
 from triton_mini.server import TritonServer  # noqa: E402
@@ -431,7 +431,7 @@ def test_oracle_ensemble_statistics_match_real_triton(serving_twins):
         before = stat_counts(json.loads(http_call(port, 'GET', '/v2/models/ens_err/stats')[1]))
         assert http_infer(port, 'ens_err', [1, 2, 3, 4], [2, 2], datatype='FP32')[0] == 200
         assert http_infer(port, 'ens_err', [-2, 0], [1, 2], datatype='FP32')[0] == 404
-        got[who] = count_delta(before, stat_counts(json.loads(http_call(port, 'GET', '/v2/models/ens_err/stats')[1])))
+        got[who] = count_delta(before, settled(lambda: stat_counts(json.loads(http_call(port, 'GET', '/v2/models/ens_err/stats')[1]))))
     assert (got['real'].pop('fail'), got['mini'].pop('fail')) == (2, 1)   # Triton counts an ensemble failure twice
     assert got['mini'] == got['real'], got
 

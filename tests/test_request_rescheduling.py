@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from triton_servers import MiniTriton, RealTriton, http, oracle_or_skip
+from triton_servers import MiniTriton, RealTriton, http, oracle_or_skip, settled
 
 COUNTER = '''
 import json, numpy as np
@@ -191,17 +191,6 @@ def stats(port, model) -> tuple:
     time.sleep(0.5)   # Triton counts a request when it is released, which may come after its response
     s = json.loads(http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
     return s['execution_count'], s['inference_count'], s['inference_stats']['success']['count'], s['inference_stats']['fail']['count']
-
-
-def settled(read, interval=0.1, tries=20):
-    """A value that two reads `interval` apart agree on: Triton counts an ended iterative sequence's CANCELED failure
-    after its final response reached the client, so statistics read at once sometimes miss it."""
-    value = read()
-    for _ in range(tries):
-        time.sleep(interval)
-        if (again := read()) == value: return value
-        value = again
-    return value
 
 
 def observe(http_port, grpc_port) -> dict:

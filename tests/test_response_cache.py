@@ -68,7 +68,10 @@ def infer(port, model, b) -> dict:
 
 
 def stats(port, model) -> dict:
-    return json.loads(ts.http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
+    "The model's statistics once two reads agree on its counts (Triton counts a request when it releases it)."
+    read = lambda: json.loads(ts.http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
+    ts.settled(lambda: counts(read()))
+    return read()
 
 
 def counts(s:dict) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_servers import RealTriton, MiniTriton, http
+from triton_servers import RealTriton, MiniTriton, http, settled
 
 MODELS = Path(__file__).parent / 'models' / 'sequence'
 
@@ -124,7 +124,7 @@ def test_statistics_count_sequence_requests_like_triton(mini, triton, repo):
     for name, port in (('mini', mini.http_port), ('triton', triton.http_port)):
         before = json.loads(http(port, 'GET', '/v2/models/seq_controls/stats')[2])['model_stats'][0]
         run(port, 'seq_controls', [(901, 1, True, False), (902, 1, True, False), (901, 2, False, True), (902, 2, False, True)])
-        after = json.loads(http(port, 'GET', '/v2/models/seq_controls/stats')[2])['model_stats'][0]
+        after = settled(lambda: json.loads(http(port, 'GET', '/v2/models/seq_controls/stats')[2])['model_stats'][0])
         counts[name] = (after['inference_count'] - before['inference_count'], after['execution_count'] - before['execution_count'],
                         after['inference_stats']['success']['count'] - before['inference_stats']['success']['count'])
     assert counts['mini'] == counts['triton']

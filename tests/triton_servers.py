@@ -114,6 +114,18 @@ def wait_until(check, timeout:float, what:str):
         time.sleep(0.1)
 
 
+def settled(read, interval=0.1, tries=20):
+    """A value that two reads `interval` apart agree on. Triton counts a request's statistics when the request is
+    released, which can come after its response reached the client (an ended iterative sequence's CANCELED failure, a
+    request that failed or succeeded just before): statistics read at once sometimes miss the last one."""
+    value = read()
+    for _ in range(tries):
+        time.sleep(interval)
+        if (again := read()) == value: return value
+        value = again
+    return value
+
+
 # ------------------------------------------------------------------------------------------------- test models
 
 def model_path(name:str) -> Path:
