@@ -41,7 +41,10 @@ def big_binary() -> tuple:
     head = json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, BIG], 'datatype': 'FP32', 'parameters': {'binary_data_size': 4 * BIG}}],
                        'outputs': [{'name': 'OUTPUT0', 'parameters': {'binary_data': True}}]}).encode()
     return head + struct.pack(f'<{BIG}f', *(float(i % 7) for i in range(BIG))), len(head)
-NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment'}
+NAMES = {'triton': 'real Triton 2.51', 'mini': 'triton-mini', 'exp': 'triton-mini experiment',
+         'uvicorn': 'bare uvicorn (ceiling)', 'mlserver': 'MLServer'}
+# --mlserver / $MLSERVER / `mlserver` on PATH: MLServer's command, serving bench/mlserver_runtime.py's runtimes
+MLSERVER = os.environ.get('MLSERVER') or shutil.which('mlserver')
 EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
 MINI_FLAGS = []        # --mini-flags: more flags for triton-mini (and the experiment), e.g. --python-backend-mode=process
@@ -70,7 +73,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 def http(port:int, path:str, body:bytes|None=None, timeout:float=5) -> tuple:
-    req = urllib.request.Request(f'http://127.0.0.1:{port}{path}', data=body, method='POST' if body is not None else 'GET')
+    req = urllib.request.Request(f'http://127.0.0.1:{port}{path}', data=body, method='POST' if body is not None else 'GET',
+                                 headers={'Content-Type': 'application/json'} if body is not None else {})   # MLServer needs it
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r: return r.status, r.read()
     except urllib.error.HTTPError as e: return e.code, e.read()
@@ -107,7 +111,12 @@ class Server:
         self.kind, self.port = kind, free_port()
         metrics, grpc = free_port(), free_port()
         self.grpc_port = grpc
-        if kind == 'triton':
+        env = dict(os.environ, PYTHONPATH=str(ROOTS.get(kind, ROOT)))
+        if kind == 'uvicorn':
+            argv = [sys.executable, str(HERE / 'uvicorn_bare.py'), f'--http-port={self.port}', f'--answers={workdir / "answers"}']
+        elif kind == 'mlserver':
+            argv, env['PYTHONPATH'] = [MLSERVER, 'start', str(mlserver_dir(workdir, self.port, grpc, metrics))], str(HERE)
+        elif kind == 'triton':
             oracle = [sys.executable, ORACLE] if ORACLE.endswith('.py') else [ORACLE]
             argv = [*oracle, f'--model-repository={repo}', f'--http-port={self.port}', f'--grpc-port={grpc}',
                     f'--metrics-port={metrics}']
@@ -118,7 +127,6 @@ class Server:
                     f'--metrics-port={metrics}', *([f'--grpc-port={grpc}'] if MINI_GRPC else ['--allow-grpc=false']), *MINI_FLAGS,
                     *EXTRA_FLAGS.get(kind, ())]
         self.log = workdir / f'{kind}.log'
-        env = dict(os.environ, PYTHONPATH=str(ROOTS.get(kind, ROOT)))
         # cwd outside the checkout: the oracle's Python backend would import our triton_python_backend_utils.py
         self.proc = subprocess.Popen(['taskset', '-c', str(core), *argv], cwd=workdir, env=env, start_new_session=True,
                                      stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
@@ -134,7 +142,8 @@ class Server:
         status, body = http(self.port, f'/v2/models/{MODEL}/infer', BODY.encode())
         out = json.loads(body)['outputs'][0] if status == 200 else None
         expected = json.loads(BODY)['inputs'][0]['data'] if MODEL in ('identity', 'identity_big') else None   # the MLP: 10 numbers
-        if out is None or (out['data'] != expected if expected else len(out['data']) != 10):
+        if out is None or (out['data'] != expected if expected else len(out['data']) != 10 or
+                           not all(abs(a - b) < 1e-3 for a, b in zip(out['data'], mlp_answer()))):
             self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
 
     def stop(self):
@@ -146,6 +155,42 @@ class Server:
     def server_pid(self) -> int:
         "The server process itself (below taskset's exec and the oracle's shell wrapper, which both exec)."
         return self.proc.pid
+
+
+def mlp_answer() -> list:
+    "What bench/repo/mlp answers to body_for('mlp') (the same seeded weights): every server must agree."
+    import numpy as np
+    rng = np.random.default_rng(0)
+    h = np.array([json.loads(body_for('mlp'))['inputs'][0]['data']], dtype=np.float32)
+    for i, (a, b) in enumerate(((64, 256), (256, 256), (256, 10))):
+        h = h @ (rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a))
+        if i < 2: h = np.maximum(h, 0)
+    return h[0].tolist()
+
+def write_answers(workdir:Path):
+    "The bare uvicorn ceiling's precomputed answers to the current workload (what Triton answers, byte for byte in spirit)."
+    d = workdir / 'answers'; d.mkdir(exist_ok=True)
+    req = json.loads(BODY)['inputs'][0]
+    data = req['data'] if MODEL in ('identity', 'identity_big') else mlp_answer()
+    shape = req['shape'] if MODEL in ('identity', 'identity_big') else [1, 10]
+    out = {'name': 'OUTPUT0', 'datatype': 'FP32', 'shape': shape}
+    (d / 'json').write_text(json.dumps({'model_name': MODEL, 'model_version': '1', 'outputs': [dict(out, data=data)]}))
+    head = json.dumps({'model_name': MODEL, 'model_version': '1',
+                       'outputs': [dict(out, parameters={'binary_data_size': 4 * len(data)})]}).encode()
+    import struct
+    (d / 'binary').write_bytes(head + struct.pack(f'<{len(data)}f', *data))
+    (d / 'binary.header_length').write_text(str(len(head)))
+
+def mlserver_dir(workdir:Path, http_port:int, grpc_port:int, metrics_port:int) -> Path:
+    "An MLServer folder serving MODEL with bench/mlserver_runtime.py: inference in the server process (one core)."
+    d = workdir / f'mlserver-{http_port}'
+    (d / MODEL).mkdir(parents=True)
+    (d / 'settings.json').write_text(json.dumps({'http_port': http_port, 'grpc_port': grpc_port, 'metrics_port': metrics_port,
+                                                 'parallel_workers': 0, 'debug': False}))
+    batching = {'max_batch_size': 8, 'max_batch_time': 0.002} if MODEL in ('mlp_batched', 'mlp_adaptive') else {}
+    (d / MODEL / 'model-settings.json').write_text(json.dumps({
+        'name': MODEL, 'implementation': 'mlserver_runtime.' + ('MLP' if MODEL.startswith('mlp') else 'Identity'), **batching}))
+    return d
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -294,10 +339,80 @@ def short(frame:str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Configuration of one workload, and the whole matrix (issue 14)
+
+# name -> (--workload, --model): what bench/run.py measured as separate runs before --matrix
+MATRIX = {'identity': ('small', 'identity'), 'mlp': ('small', 'mlp'), 'mlp_batched': ('small', 'mlp_batched'),
+          'mlp_adaptive': ('small', 'mlp_adaptive'), 'json256k': ('json256k', None), 'binary256k': ('binary256k', None)}
+# Servers left out of a workload: MLServer has no binary tensor extension; adaptive_queue_delay is triton-mini's
+# (Triton runs mlp_batched's rule on it, and the bar compares with Triton's mlp_batched), so only triton-mini runs it.
+SKIP = {'binary256k': {'mlserver'}, 'mlp_adaptive': {'triton', 'uvicorn', 'mlserver', 'exp'}}
+
+def configure(name:str):
+    "Set the model, JSON body and wire body (with wrk's headers) for a workload or a bench/repo model name."
+    global WORKLOAD, MODEL, BODY, WIRE_BODY, WIRE_HEADERS
+    WORKLOAD, model = MATRIX.get(name, ('small', name))
+    if WORKLOAD == 'small': MODEL, BODY = model, body_for(model)
+    else: MODEL, BODY = 'identity_big', big_json()
+    WIRE_BODY, WIRE_HEADERS = BODY.encode(), 'wrk.headers["Content-Type"] = "application/json"'
+    if WORKLOAD == 'binary256k':
+        WIRE_BODY, n = big_binary()
+        WIRE_HEADERS = f'wrk.headers["Content-Type"] = "application/octet-stream"\nwrk.headers["Inference-Header-Content-Length"] = "{n}"'
+
+def write_load(work:Path) -> Path:
+    "wrk's Lua script and body for the configured workload (and the ceiling's answers to it)."
+    script = work / 'infer.lua'
+    (work / 'body').write_bytes(WIRE_BODY)
+    script.write_text(LUA % (work / 'body', WIRE_HEADERS))
+    write_answers(work)
+    return script
+
+def python_backend_mode() -> str:
+    "The mode triton-mini ran Python models in: its --python-backend-mode flag, else the server's default."
+    for f in MINI_FLAGS:
+        if f.startswith('--python-backend-mode='): return f.split('=', 1)[1]
+    return os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'   # TritonServer's default (07_server)
+
+def summary(rs:list) -> dict:
+    "Medians over rounds of one (server, workload, concurrency), and each round's req/s."
+    med = lambda key: statistics.median(r[key] for r in rs)
+    return {'rps': med('rps'), 'p50_ms': med('p50_us') / 1000, 'p99_ms': med('p99_us') / 1000,
+            'errors': sum(r['non2xx'] + r['socket_errors'] for r in rs), 'rps_rounds': [r['rps'] for r in rs]}
+
+def matrix(args, work:Path, repo:Path, names:list):
+    "Every workload of `names`, each with its servers interleaved over rounds; one JSON with medians, ratios and targets."
+    sys.path.insert(0, str(ROOT / 'tools'))
+    import perf_report
+    started, before, servers = datetime.datetime.now(), os.getloadavg()[0], list(args.only)
+    workloads = {}
+    for name in names:
+        configure(name)
+        script = write_load(work)
+        args.only = [k for k in servers if k not in SKIP.get(name, ())]
+        print(f'== {name} ({MODEL}, {WORKLOAD}): {", ".join(args.only)}', flush=True)
+        results = run(args, work, repo, script)
+        workloads[name] = {'model': MODEL, 'workload': WORKLOAD, 'servers': list(args.only),
+                           'results': {k: {str(c): summary(results[k, c]) for c in args.concurrency} for k in args.only}}
+    data = {'date': f'{started:%Y-%m-%d %H:%M}', 'commit': git_rev(),
+            'machine': f'{os.cpu_count()} cores, {cpu_model()}', 'load_before': before, 'load_after': os.getloadavg()[0],
+            'python_backend_mode': python_backend_mode(), 'mini_flags': MINI_FLAGS,
+            'command': 'python bench/run.py ' + ' '.join(sys.argv[1:]),
+            'settings': {'rounds': args.rounds, 'duration_s': args.duration, 'warmup_s': args.warmup,
+                         'concurrency': args.concurrency, 'server_core': args.server_core, 'client_core': args.client_core},
+            'servers': {k: NAMES[k] for k in servers}, 'workloads': workloads}
+    data['targets'] = perf_report.evaluate(data)
+    print(perf_report.markdown(data))
+    if not args.no_save:
+        (out := result_path('-matrix', '.json')).parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(data, indent=1) + '\n'); print(f'written to {out.relative_to(ROOT)}')
+
+
+# ---------------------------------------------------------------------------------------------------------
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--only', choices=('triton', 'mini', 'exp'), action='append', help='run just this server (repeatable); default both')
+    p.add_argument('--only', choices=('triton', 'mini', 'exp', 'uvicorn', 'mlserver'), action='append',
+                   help='run just this server (repeatable); default triton and mini (--matrix: and uvicorn, mlserver where found)')
     p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--duration', type=int, default=10, help='seconds per measurement')
@@ -317,16 +432,16 @@ def main(argv=None):
                    'as JSON data or as binary input and output')
     p.add_argument('--mini-flags', default='', metavar='FLAGS', help='more flags for triton-mini and the experiment, '
                    "one string: --mini-flags='--python-backend-mode=process'")
+    p.add_argument('--matrix', nargs='*', metavar='WORKLOAD', choices=MATRIX,
+                   help=f'issue 14\'s whole matrix in one run (default every workload: {" ".join(MATRIX)}), every server '
+                   'found (triton, mini, the bare uvicorn ceiling, MLServer); writes results/<date>-matrix.json '
+                   '(tools/perf_report.py turns it into README\'s table and chart)')
+    p.add_argument('--mlserver', metavar='COMMAND', help='MLServer\'s `mlserver` command (default $MLSERVER, else on PATH)')
     args = p.parse_args(argv)
-    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MODEL, BODY
-    global WORKLOAD, WIRE_BODY, WIRE_HEADERS
-    WORKLOAD = args.workload
-    if WORKLOAD == 'small': MODEL, BODY = args.model, body_for(args.model)
-    else: MODEL, BODY = 'identity_big', big_json()
-    WIRE_BODY, WIRE_HEADERS = BODY.encode(), 'wrk.headers["Content-Type"] = "application/json"'
-    if WORKLOAD == 'binary256k':
-        WIRE_BODY, n = big_binary()
-        WIRE_HEADERS = f'wrk.headers["Content-Type"] = "application/octet-stream"\nwrk.headers["Inference-Header-Content-Length"] = "{n}"'
+    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MLSERVER
+    if args.mlserver: MLSERVER = args.mlserver
+    if args.matrix is not None: args.workload, args.model = 'small', 'identity'
+    configure(args.workload if args.workload != 'small' else args.model)
     MINI_FLAGS = args.mini_flags.split()
     if args.exp_launcher:
         EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
@@ -335,7 +450,12 @@ def main(argv=None):
     if args.mini_launcher:
         MINI_LAUNCHER = str(Path(args.mini_launcher).resolve())
         NAMES['mini'] = f'triton-mini via {Path(args.mini_launcher).name}' + (' + MINI_UVLOOP' if os.environ.get('MINI_UVLOOP') else '')
+    if args.matrix is not None and not args.only:
+        args.only = ['triton', 'mini', 'uvicorn'] + (['mlserver'] if MLSERVER else [])
     args.only = args.only or ['triton', 'mini'] + (['exp'] if args.exp_launcher else [])
+    if 'mlserver' in args.only and not MLSERVER: sys.exit('mlserver not found (pip install mlserver; --mlserver or $MLSERVER)')
+    if 'mlserver' in args.only:   # `mlserver, version 1.7.1`
+        NAMES['mlserver'] = 'MLServer ' + subprocess.run([MLSERVER, '--version'], capture_output=True, text=True).stdout.split()[-1]
     for tool in ('wrk', 'taskset'):
         if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"wrk" if tool == "wrk" else "util-linux"})')
     if 'triton' in args.only and not os.access(ORACLE, os.X_OK): sys.exit(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
@@ -343,9 +463,8 @@ def main(argv=None):
         work = Path(tmp)
         repo = work / 'repo'
         shutil.copytree(HERE / 'repo', repo)
-        script = work / 'infer.lua'
-        (work / 'body').write_bytes(WIRE_BODY)
-        script.write_text(LUA % (work / 'body', WIRE_HEADERS))
+        if args.matrix is not None: return matrix(args, work, repo, args.matrix or list(MATRIX))
+        script = write_load(work)
         if args.rounds > 0:
             before = os.getloadavg()[0]
             results = run(args, work, repo, script)

@@ -1,0 +1,131 @@
+"""README's performance table and chart from one `bench/run.py --matrix` run's JSON (issue 14).
+
+    python tools/perf_report.py                              # the newest bench/results/*-matrix.json: table to stdout
+    python tools/perf_report.py RUN.json --chart nbs/images/perf.png
+
+`evaluate` holds issue 14's targets (each a ratio against real Triton 2.51 measured in the same run) and says of each
+whether the run met it; bench/run.py stores that list in the JSON, and nbs/index.ipynb shows `markdown(...)` and the
+chart, so README.md is regenerated from the committed JSON (tools/nb.py run index && tools/build_readme.py).
+"""
+from __future__ import annotations
+import argparse, json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / 'bench' / 'results'
+
+# The workloads in README's order, with the words the table uses.
+LABELS = {'identity': 'identity FP32[1,16], JSON', 'mlp': 'numpy MLP, no batching', 'mlp_batched': 'MLP, dynamic batching 2 ms',
+          'mlp_adaptive': 'MLP, adaptive_queue_delay', 'json256k': '256 KB tensor, JSON', 'binary256k': '256 KB tensor, binary'}
+
+def _t(workload, c, measure, bar, num=None, den=None):
+    "One target: `measure` is 'rps' (at least `bar` times) or 'p99' (at most `bar` times), of num over den."
+    return {'workload': workload, 'concurrency': c, 'measure': measure, 'bar': bar,
+            'num': num or ['mini', workload, c], 'den': den or ['triton', workload, c]}
+
+# Issue 14's targets, as written there ("Targets", each a ratio against real Triton in the same run).
+TARGETS = ([_t('identity', 1, 'rps', 1.2), _t('identity', 8, 'rps', 1.8), _t('identity', 64, 'rps', 1.8)]
+           + [_t('identity', c, 'p99', 1.0) for c in (1, 8, 64)]
+           + [_t('mlp', c, m, b) for c in (8, 64) for m, b in (('rps', 1.3), ('p99', 1.0))]
+           + [_t('mlp_batched', 64, 'rps', 1.3)]
+           + [_t('json256k', c, 'rps', 3.0) for c in (1, 8, 64)]
+           + [_t('binary256k', c, 'rps', 2.0) for c in (8, 64)]
+           # the idle-aware batcher's bar: at c=1 >= 0.9x its own unbatched model, at c=64 >= 1.0x Triton's batched
+           + [_t('mlp_adaptive', 1, 'rps', 0.9, den=['mini', 'mlp', 1]),
+              _t('mlp_adaptive', 64, 'rps', 1.0, den=['triton', 'mlp_batched', 64])])
+
+def _get(data, kind, workload, c, key):
+    "A median from the run, or None when that server did not run that workload."
+    r = data['workloads'].get(workload, {}).get('results', {}).get(kind, {}).get(str(c))
+    return None if r is None else r[key]
+
+def ratio(data, num, den, measure) -> float|None:
+    key = 'rps' if measure == 'rps' else 'p99_ms'
+    a, b = _get(data, *num, key), _get(data, *den, key)
+    return None if a is None or not b else a / b
+
+def evaluate(data) -> list:
+    "Every target with the run's ratio and whether it is met (None: not measured in this run)."
+    out = []
+    for t in TARGETS:
+        r = ratio(data, t['num'], t['den'], t['measure'])
+        met = None if r is None else (r >= t['bar'] if t['measure'] == 'rps' else r <= t['bar'])
+        out.append(dict(t, value=r, met=met))
+    return out
+
+def _x(r) -> str: return '—' if r is None else f'{r:.2f}×'
+def _n(v) -> str: return '—' if v is None else f'{v:,.0f}'
+
+def _target_text(t) -> str:
+    what = 'req/s' if t['measure'] == 'rps' else 'p99'
+    sign = '≥' if t['measure'] == 'rps' else '≤'
+    den = '' if t['den'][:2] == ['triton', t['workload']] else f' of {t["den"][0].replace("mini", "triton-mini")} {t["den"][1]}'
+    if t['met'] is None: return f'{what} {sign} {t["bar"]:g}×{den}: not measured'
+    return f'{what} {sign} {t["bar"]:g}×{den}: {_x(t["value"])} ' + ('met' if t['met'] else '**not met**')
+
+def markdown(data) -> str:
+    "The table README shows: per workload and concurrency, req/s and the ratios against Triton, and the targets."
+    targets = evaluate(data)
+    has = lambda kind: any(kind in w['results'] for w in data['workloads'].values())
+    others = [(k, n) for k, n in (('mlserver', 'MLServer'), ('uvicorn', 'bare uvicorn')) if has(k)]
+    lines = ['| workload | c | Triton req/s | triton-mini req/s | mini / Triton | p99 mini / Triton | '
+             + ''.join(f'{n} / Triton | ' for _, n in others) + 'issue 14 targets |',
+             '|---|---|---|---|---|---|' + '---|' * len(others) + '---|']
+    for w in LABELS:
+        if w not in data['workloads']: continue
+        for c in data['settings']['concurrency']:
+            rps = lambda kind: _get(data, kind, w, c, 'rps')
+            cell = lambda kind, key='rps': _x(ratio(data, [kind, w, c], ['triton', w, c], key))
+            mine = [_target_text(t) for t in targets if t['workload'] == w and t['concurrency'] == c]
+            lines.append(f'| {LABELS[w]} | {c} | ' + ' | '.join(
+                [_n(rps('triton')), _n(rps('mini')), cell('mini'), cell('mini', 'p99')]
+                + [cell(k) for k, _ in others] + ['; '.join(mine) or '']) + ' |')
+    met = sum(bool(t['met']) for t in targets)
+    return '\n'.join(lines) + f'\n\n{met} of {len(targets)} targets met in this run.'
+
+def chart(data, path:Path):
+    "Bars: req/s of triton-mini, MLServer and the bare uvicorn ceiling over Triton's, with issue 14's req/s bars."
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    kinds = [(k, n, col) for k, n, col in (('mini', 'triton-mini', '#1f77b4'), ('mlserver', 'MLServer', '#ff7f0e'),
+                                           ('uvicorn', 'bare uvicorn (ceiling)', '#bbbbbb'))
+             if any(k in w['results'] for w in data['workloads'].values())]
+    groups = [(w, c) for w in LABELS if w in data['workloads'] and 'triton' in data['workloads'][w]['results']
+              for c in data['settings']['concurrency']]
+    bars = {(t['workload'], t['concurrency']): t['bar'] for t in evaluate(data) if t['measure'] == 'rps' and t['den'][0] == 'triton'
+            and t['den'][1] == t['workload']}
+    fig, ax = plt.subplots(figsize=(10, 3.6), dpi=80)
+    width = 0.8 / len(kinds)
+    for i, (k, name, col) in enumerate(kinds):
+        xs = [g + (i - (len(kinds) - 1) / 2) * width for g in range(len(groups))]
+        ys = [ratio(data, [k, w, c], ['triton', w, c], 'rps') for w, c in groups]
+        ax.bar([x for x, y in zip(xs, ys) if y], [y for y in ys if y], width, label=name, color=col)
+    for g, key in enumerate(groups):
+        if key in bars:
+            ax.plot([g - 0.45, g + 0.45], [bars[key]] * 2, color='black', lw=1.5, label='issue 14 target' if g == 0 else None)
+    ax.axhline(1, color='#d62728', lw=1, ls='--', label='real Triton 2.51')
+    ax.set_yscale('log', base=2)
+    ax.set_yticks([0.25, 0.5, 1, 2, 4, 8, 16], ['¼', '½', '1', '2', '4', '8', '16'])
+    ax.set_xticks(range(len(groups)), [f'{w}\nc={c}' for w, c in groups], fontsize=7)
+    ax.set_ylabel('req/s ÷ Triton\'s (same run)')
+    ax.set_title(f'bench/run.py --matrix, {data["date"]}, triton-mini at {data["commit"]}', fontsize=9)
+    ax.legend(fontsize=7, ncol=5, loc='upper left')
+    fig.tight_layout()
+    fig.savefig(path, metadata={'Software': None})   # no version stamp: the same JSON gives the same bytes
+    plt.close(fig)
+
+def latest(results:Path=RESULTS) -> Path:
+    "The newest committed matrix run (bench/results/<date>[-n]-matrix.json)."
+    runs = sorted(results.glob('*-matrix.json'), key=lambda p: (p.name[:10], int(p.name[11:].split('-')[0]) if p.name[11:].split('-')[0].isdigit() else 1))
+    if not runs: raise FileNotFoundError(f'no *-matrix.json in {results}: run bench/run.py --matrix')
+    return runs[-1]
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('json', nargs='?', type=Path, help='a bench/run.py --matrix JSON (default: the newest in bench/results)')
+    p.add_argument('--chart', type=Path, metavar='PNG', help='also draw the chart here')
+    args = p.parse_args()
+    data = json.loads((args.json or latest()).read_text())
+    print(markdown(data))
+    if args.chart: chart(data, args.chart)
