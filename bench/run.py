@@ -401,10 +401,10 @@ def matrix(args, work:Path, repo:Path, names:list):
                          'concurrency': args.concurrency, 'server_core': args.server_core, 'client_core': args.client_core},
             'servers': {k: NAMES[k] for k in servers}, 'workloads': workloads}
     data['targets'] = perf_report.evaluate(data)
-    print(perf_report.markdown(data))
     if not args.no_save:
         (out := result_path('-matrix', '.json')).parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(data, indent=1) + '\n'); print(f'written to {out.relative_to(ROOT)}')
+    print(perf_report.markdown(data))
 
 
 # ---------------------------------------------------------------------------------------------------------

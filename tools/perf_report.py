@@ -59,7 +59,8 @@ def _n(v) -> str: return '—' if v is None else f'{v:,.0f}'
 def _target_text(t) -> str:
     what = 'req/s' if t['measure'] == 'rps' else 'p99'
     sign = '≥' if t['measure'] == 'rps' else '≤'
-    den = '' if t['den'][:2] == ['triton', t['workload']] else f' of {t["den"][0].replace("mini", "triton-mini")} {t["den"][1]}'
+    who = {'mini': "triton-mini's", 'triton': "Triton's"}
+    den = '' if t['den'][:2] == ['triton', t['workload']] else f' of {who[t["den"][0]]} {t["den"][1]}'
     if t['met'] is None: return f'{what} {sign} {t["bar"]:g}×{den}: not measured'
     return f'{what} {sign} {t["bar"]:g}×{den}: {_x(t["value"])} ' + ('met' if t['met'] else '**not met**')
 
@@ -82,6 +83,16 @@ def markdown(data) -> str:
                 + [cell(k) for k, _ in others] + ['; '.join(mine) or '']) + ' |')
     met = sum(bool(t['met']) for t in targets)
     return '\n'.join(lines) + f'\n\n{met} of {len(targets)} targets met in this run.'
+
+def run_caption(data, path:Path) -> str:
+    "Which run the table is: date, commit, serving mode, machine, durations, load, command."
+    s, flags = data['settings'], ' '.join(data.get('mini_flags') or [])
+    where = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path.name
+    return (f"Run of {data['date']} (`{where}`): triton-mini at {data['commit']}, Python models in "
+            f"**{data['python_backend_mode']} mode**" + (f' (`{flags}`)' if flags else '') + f"; {data['machine']}; "
+            f"{s['rounds']} interleaved rounds of {s['duration_s']} s per concurrency after a {s['warmup_s']} s warm-up, "
+            f"medians over rounds; load average {data['load_before']:.1f} before, {data['load_after']:.1f} after; "
+            f"`{data['command']}`.")
 
 def chart(data, path:Path):
     "Bars: req/s of triton-mini, MLServer and the bare uvicorn ceiling over Triton's, with issue 14's req/s bars."
@@ -112,6 +123,7 @@ def chart(data, path:Path):
     ax.set_title(f'bench/run.py --matrix, {data["date"]}, triton-mini at {data["commit"]}', fontsize=9)
     ax.legend(fontsize=7, ncol=5, loc='upper left')
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={'Software': None})   # no version stamp: the same JSON gives the same bytes
     plt.close(fig)
 
