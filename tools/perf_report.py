@@ -117,8 +117,12 @@ def chart(data, path:Path):
             ax.plot([g - 0.45, g + 0.45], [bars[key]] * 2, color='black', lw=1.5, label='issue 14 target' if g == 0 else None)
     ax.axhline(1, color='#d62728', lw=1, ls='--', label='real Triton 2.51')
     ax.set_yscale('log', base=2)
-    ax.set_yticks([0.25, 0.5, 1, 2, 4, 8, 16], ['¼', '½', '1', '2', '4', '8', '16'])
-    ax.set_xticks(range(len(groups)), [f'{w}\nc={c}' for w, c in groups], fontsize=7)
+    ax.set_ylim(1 / 8, 48)
+    ax.set_yticks([0.25, 0.5, 1, 2, 4, 8, 16, 32], ['¼', '½', '1', '2', '4', '8', '16', '32'])
+    ax.set_xticks(range(len(groups)), [f'c={c}' for w, c in groups], fontsize=7)
+    for w in dict.fromkeys(w for w, _ in groups):   # the workload's name under its concurrencies
+        xs = [g for g, (v, _) in enumerate(groups) if v == w]
+        ax.text(sum(xs) / len(xs), -0.14, w, transform=ax.get_xaxis_transform(), ha='center', va='top', fontsize=8)
     ax.set_ylabel('req/s ÷ Triton\'s (same run)')
     ax.set_title(f'bench/run.py --matrix, {data["date"]}, triton-mini at {data["commit"]}', fontsize=9)
     ax.legend(fontsize=7, ncol=5, loc='upper left')
