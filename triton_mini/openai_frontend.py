@@ -4,7 +4,7 @@
 
 # %% ../nbs/08b_openai.ipynb #c9cbd277
 from __future__ import annotations
-import asyncio, itertools, json, logging, struct, time
+import asyncio, functools, itertools, json, logging, struct, time
 from pathlib import Path
 from dataclasses import dataclass, field
 import numpy as np
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'PROMPT_INPUTS', 'TEXT_OUTPUTS', 'SAMPLING', 'gguf_metadata_string', 'gguf_chat_template', 'TextModel',
            'text_model', 'OpenAIError', 'from_triton', 'sampling', 'triton_request', 'chatml', 'check_messages',
-           'chat_prompt', 'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
+           'chat_prompt', 'compiled_template', 'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
 
 # %% ../nbs/08b_openai.ipynb #9415577d
 _GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # value type -> bytes (8: string, 9: array)
@@ -170,12 +170,17 @@ def chat_prompt(tm:TextModel, messages:list) -> str:
 
 def _raise(message): raise OpenAIError(message, 400, 'messages')
 
-def render_template(template:str, messages:list) -> str:
-    "A Hugging Face style chat template (Jinja, sandboxed) applied to `messages`, the assistant's turn opened."
+@functools.lru_cache(maxsize=64)
+def compiled_template(template:str):
+    "`template` compiled once (a Jinja compile costs milliseconds; a model's template does not change while it is loaded)."
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals['raise_exception'] = _raise
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token='', eos_token='')
+    return env.from_string(template)
+
+def render_template(template:str, messages:list) -> str:
+    "A Hugging Face style chat template (Jinja, sandboxed) applied to `messages`, the assistant's turn opened."
+    return compiled_template(template).render(messages=messages, add_generation_prompt=True, bos_token='', eos_token='')
 
 # %% ../nbs/08b_openai.ipynb #b974fe1e
 @dataclass
@@ -227,14 +232,23 @@ class OpenAIFrontend:
     "The OpenAI API (models, completions, chat completions) over a TritonServer, as an ASGI application."
     def __init__(self, server:TritonServer, max_body:int=16 * 2**20):
         self.server, self.max_body, self._ids = server, max_body, itertools.count(1)
+        self._text = {}   # (name, version) -> (the LoadedModel, its TextModel): read once per load, not per request
     def __repr__(self): return f'OpenAIFrontend({self.server!r})'
+
+@patch
+def text_model_of(self:OpenAIFrontend, m) -> TextModel | None:
+    "`text_model(m)`, kept while `m` is the loaded version: a reload is a new object, so it is read again."
+    key = (m.name, m.version)
+    hit = self._text.get(key)
+    if hit is None or hit[0] is not m: self._text[key] = hit = (m, text_model(m))
+    return hit[1]
 
 @patch
 def text_models(self:OpenAIFrontend) -> list:
     "The READY models that follow the text convention, by name."
     out = []
     for entry in self.server.repository_index(ready=True):
-        try: tm = text_model(self.server.repository.get(entry['name'], -1))
+        try: tm = self.text_model_of(self.server.repository.get(entry['name'], -1))
         except TritonError: continue
         if tm is not None and all(t.name != tm.name for t in out): out.append(tm)
     return out
@@ -242,7 +256,7 @@ def text_models(self:OpenAIFrontend) -> list:
 @patch
 def _model(self:OpenAIFrontend, name) -> TextModel:
     if not isinstance(name, str) or not name: raise OpenAIError("'model' is required", 400, 'model')
-    try: tm = text_model(self.server.repository.get(name, -1))
+    try: tm = self.text_model_of(self.server.repository.get(name, -1))
     except TritonError: raise _unknown_model(name) from None
     if tm is None: raise OpenAIError(f'The model `{name}` does not take a text prompt (no string input text_input or prompt, '
                                      'or no string output text_output or generated_text).', 400, 'model')
