@@ -87,7 +87,9 @@ def test_infer_generate_and_stream_agree(served):
         'parameters': {'temperature': 0}})
     assert status == 200 and out['outputs'][0]['data'] == [text]            # temperature as a request parameter
     status, g = post(url, '/v2/models/qwen_gguf/generate', {'prompt': PROMPT, 'max_tokens': 24, 'temperature': 0, 'id': 'x'})
-    assert status == 200 and g == {'generated_text': text, 'id': 'x', 'model_name': 'qwen_gguf', 'model_version': '1'}
+    assert status == 200 and g == {'generated_text': text, 'id': 'x', 'model_name': 'qwen_gguf', 'model_version': '1',
+                                   'prompt_tokens': g['prompt_tokens'], 'completion_tokens': 24}   # llama.cpp's counts
+    assert g['prompt_tokens'] > 0
     status, g = post(url, '/v2/models/qwen_gguf/generate', {'prompt': PROMPT, 'parameters': {'max_tokens': 24, 'temperature': 0}})
     assert g['generated_text'] == text                                       # fields inside "parameters" map too
     req = urllib.request.Request(f'http://{url}/v2/models/qwen_gguf_stream/generate_stream', method='POST',
@@ -168,3 +170,62 @@ def test_openai_sdk_against_the_bundled_gguf_models(served):
         pieces = [c.choices[0].delta.content for c in client.chat.completions.create(
             model='qwen_gguf_stream', messages=[{'role': 'user', 'content': 'hi'}], max_tokens=8, stream=True) if c.choices]
         assert len([p for p in pieces if p]) >= 2          # token by token, not one piece at the end
+
+
+def shape(value):
+    "A JSON value's shape: objects keep their keys, lists their first element's shape, scalars their type name."
+    if isinstance(value, dict): return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list): return [shape(value[0])] if value else []
+    return 'null' if value is None else 'number' if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
+def raw(port, method, path, doc=None):
+    "(status, body text) of one request."
+    conn = http.client.HTTPConnection('127.0.0.1', port, timeout=120)
+    try:
+        conn.request(method, path, body=None if doc is None else json.dumps(doc), headers={'Content-Type': 'application/json'})
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally: conn.close()
+
+
+def openai_answers(port, model) -> dict:
+    "What an OpenAI client sees of each call, as shapes (values differ: the two servers sample differently)."
+    chat = {'model': model, 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 4, 'temperature': 0}
+    out = {}
+    status, text = raw(port, 'GET', '/v1/models'); out['models'] = (status, shape(json.loads(text)))
+    status, text = raw(port, 'POST', '/v1/completions', {'model': model, 'prompt': PROMPT, 'max_tokens': 4, 'temperature': 0})
+    out['completion'] = (status, shape(json.loads(text)))
+    status, text = raw(port, 'POST', '/v1/chat/completions', chat); out['chat'] = (status, shape(json.loads(text)))
+    status, text = raw(port, 'POST', '/v1/chat/completions', {**chat, 'stream': True})
+    events = [line[6:] for line in text.splitlines() if line.startswith('data: ')]
+    out['chat stream'] = (status, events[-1], shape(json.loads(events[1])))   # a content chunk
+    return out
+
+
+def test_openai_shapes_match_llama_cpp_server(served, tmp_path):
+    """Issue 15: the same calls against llama-cpp-python's own server (the anchor a laptop user would pick) on the same
+    GGUF give the same shapes: models list, completion, chat completion, a streamed chat chunk and the stream's end."""
+    pytest.importorskip('llama_cpp.server.app', reason="llama_cpp.server needs llama-cpp-python's [server] extra")
+    from triton_mini.openai_frontend import OpenAIFrontend
+    from triton_mini.asgi import HTTPService, bind_socket
+    from triton_servers import free_port
+    server, _ = served
+    gguf = example_repository() / 'qwen_gguf' / '1' / 'model.gguf'
+    port = free_port()
+    anchor = subprocess.Popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--model_alias', 'qwen_gguf',
+                               '--host', '127.0.0.1', '--port', str(port), '--n_ctx', '512', '--verbose', 'false'],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_http(f'http://127.0.0.1:{port}/v1/models', 120)
+        theirs = openai_answers(port, 'qwen_gguf')
+        with HTTPService({OpenAIFrontend(server): bind_socket('127.0.0.1', 0)}) as svc:
+            ours = openai_answers(svc.ports[0], 'qwen_gguf')
+    finally:
+        anchor.terminate(); anchor.wait(10)
+    # /v1/models: OpenAI's Model object is id, object, created, owned_by; llama_cpp.server leaves out `created` and
+    # adds `permissions` (a field OpenAI's API dropped). The rest must be the same.
+    (ours_status, ours_models), (their_status, their_models) = ours.pop('models'), theirs.pop('models')
+    assert ours_models['data'][0].pop('created') == 'number' and their_models['data'][0].pop('permissions') == []
+    assert (ours_status, ours_models) == (their_status, their_models)
+    assert ours == theirs   # completion and chat (usage included), a streamed chunk, the stream's [DONE]

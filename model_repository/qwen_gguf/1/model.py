@@ -2,7 +2,8 @@
 # importing it, so initialize failed); sampling parameters per request, with the seed's values
 # as defaults; n_threads = CPUs // instances instead of a fixed 4 (4 threads on 2 cores, or 2
 # instances x 2 threads, slow llama.cpp down several times); bad inputs (empty prompt,
-# max_tokens < 1, ...) answered with a 400 error instead of an exception.
+# max_tokens < 1, ...) answered with a 400 error instead of an exception; the token counts
+# llama.cpp reports, as two more outputs (the OpenAI front end's `usage`, nbs/08b_openai.ipynb).
 import json
 import os
 
@@ -106,7 +107,9 @@ class TritonPythonModel:
                 "generated_text",
                 np.array([generated_text.encode('utf-8')], dtype=object)
             )
-            responses.append(pb_utils.InferenceResponse(output_tensors=[output_tensor]))
+            usage = output['usage']  # what llama.cpp counted: prompt and generated tokens
+            counts = [pb_utils.Tensor(k, np.array([usage[k]], np.int32)) for k in ("prompt_tokens", "completion_tokens")]
+            responses.append(pb_utils.InferenceResponse(output_tensors=[output_tensor, *counts]))
         return responses
 
     def finalize(self):
