@@ -22,6 +22,7 @@ well under one core means the load generator was not the bottleneck.
     python bench/grpc_run.py --base /path/to/checkout        # + triton-mini from another checkout ("before") as `base`
     python bench/grpc_run.py --mini-flags='--python-backend-mode=process'
     python bench/grpc_run.py --ceiling                       # + bench/grpc_bare.py: what grpc.aio alone reaches
+    python bench/grpc_run.py --only triton --only bare --only h2bare --only h2lib   # + own HTTP/2 echo (grpc_h2_bare.py)
 """
 from __future__ import annotations
 import argparse, collections, datetime, json, os, re, resource, shutil, statistics, subprocess, sys, tempfile, time
@@ -116,12 +117,14 @@ def measure(server, sizes, args, work:Path, bodies:dict) -> dict:
     return out
 
 class BareServer:
-    "bench/grpc_bare.py (the grpc.aio ceiling) pinned like run.Server, with the same attributes."
-    def __init__(self, workdir:Path, core:int):
+    "bench/grpc_bare.py (the grpc.aio ceiling) or grpc_h2_bare.py (own HTTP/2 loop) pinned like run.Server, with the same attributes."
+    SCRIPTS = {'bare': ['grpc_bare.py'], 'h2bare': ['grpc_h2_bare.py'], 'h2lib': ['grpc_h2_bare.py', '--h2']}
+    def __init__(self, workdir:Path, core:int, kind:str='bare'):
         import socket
-        self.kind, self.grpc_port = 'bare', run.free_port()
-        self.log = workdir / 'bare.log'
-        self.proc = subprocess.Popen(['taskset', '-c', str(core), sys.executable, str(HERE / 'grpc_bare.py'), str(self.grpc_port)],
+        self.kind, self.grpc_port = kind, run.free_port()
+        self.log = workdir / f'{kind}.log'
+        script, *extra = self.SCRIPTS[kind]
+        self.proc = subprocess.Popen(['taskset', '-c', str(core), sys.executable, str(HERE / script), str(self.grpc_port), *extra],
                                      start_new_session=True, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
@@ -136,7 +139,7 @@ def run_all(args, work:Path, repo:Path, bodies:dict) -> dict:
     results = collections.defaultdict(list)
     for rnd in range(1, args.rounds + 1):
         for kind in args.only:
-            server = BareServer(work, args.server_core) if kind == 'bare' else run.Server(kind, repo, work, args.server_core)
+            server = BareServer(work, args.server_core, kind) if kind in BareServer.SCRIPTS else run.Server(kind, repo, work, args.server_core)
             try:
                 sizes = check(server.grpc_port)
                 print(f'round {rnd}/{args.rounds} {run.NAMES[kind]}: pinned {server.pinned[0]} processes / '
@@ -172,7 +175,8 @@ def report(args, results, load_before, load_after) -> str:
                              f'{med(kind, rpc, c, "p50_us") / 1000:.2f} | {med(kind, rpc, c, "p99_us") / 1000:.2f} | '
                              f'{sum(r["failed"] for r in rs)} | {"ok" if all(r["bytes_ok"] for r in rs) else "WRONG"} | '
                              f'{100 * max(r["client_cpu"] for r in rs):.0f}% | {", ".join(format(r["rps"], ",.0f") for r in rs)} |')
-    for a, b in (('mini', 'triton'), ('exp', 'triton'), ('exp', 'mini'), ('bare', 'triton'), ('mini', 'bare')):
+    for a, b in (('mini', 'triton'), ('exp', 'triton'), ('exp', 'mini'), ('bare', 'triton'), ('mini', 'bare'),
+                 ('h2bare', 'triton'), ('h2bare', 'bare'), ('h2lib', 'triton'), ('h2lib', 'bare')):
         if a not in args.only or b not in args.only: continue
         lines += ['', f'| rpc | c | infer/s {a} / {b} |', '|---|---|---|']
         for rpc in args.rpc:
@@ -185,7 +189,7 @@ def report(args, results, load_before, load_after) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--only', choices=('triton', 'mini', 'exp', 'bare'), action='append', help='run just this server (repeatable)')
+    p.add_argument('--only', choices=('triton', 'mini', 'exp', 'bare', 'h2bare', 'h2lib'), action='append', help='run just this server (repeatable)')
     p.add_argument('--rpc', choices=('unary', 'stream'), action='append', help='default both')
     p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
     p.add_argument('--rounds', type=int, default=3)
@@ -218,6 +222,8 @@ def main(argv=None):
     args.only = args.only or ['triton', 'mini']
     if args.ceiling and 'bare' not in args.only: args.only.append('bare')
     run.NAMES['bare'] = 'bare grpc.aio echo (ceiling)'
+    run.NAMES['h2bare'] = 'bare own HTTP/2 loop echo (grpc_h2_bare.py)'
+    run.NAMES['h2lib'] = 'bare h2-package echo (grpc_h2_bare.py --h2)'
     for tool in ('h2load', 'taskset'):
         if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"nghttp2-client" if tool == "h2load" else "util-linux"})')
     with tempfile.TemporaryDirectory(prefix='triton_mini_grpc_bench_') as tmp:

@@ -24,7 +24,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / 'triton_mini'
 FRONT_ENDS = {'http_server', 'grpc_server', 'metrics_server', 'openai_frontend', 'tritonserver'}
 IN_PROCESS_FRONT_ENDS = {'tritonserver'}   # Triton's Python API: used by importing it, not put on a socket by the CLI
-FRONT_END_HELPERS = {'http_hardening': 'http_server', 'grpc_extensions': 'grpc_server'}   # a front end's own helper module: what it needs, that no other front end uses
+FRONT_END_HELPERS = {'http_hardening': 'http_server', 'grpc_extensions': 'grpc_server', 'grpc_h2': 'grpc_server'}   # a front end's own helper module: what it needs, that no other front end uses
 COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'stub_process', 'pb_utils'}

@@ -116,6 +116,8 @@ def _grpc_security_args(p:argparse.ArgumentParser):
     p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
     p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
     p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
+    p.add_argument('--grpc-transport', choices=('grpcio', 'h2'), default=None,
+                   help='triton-mini only: grpcio (grpc.aio, the default) or h2, our own HTTP/2 transport (opt-in, no TLS); default: $TRITON_MINI_GRPC_TRANSPORT, else grpcio')
     _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
     _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
     for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')
@@ -554,7 +556,7 @@ def grpc_options(args):
                                    args.grpc_keepalive_permit_without_calls,
                                    *[getattr(args, f.lstrip('-').replace('-', '_')) for f, _ in _GRPC_KEEPALIVE[2:]])
     return g.GRPCOptions(ssl, keepalive, restricted, args.grpc_header_forward_pattern, level,
-                         args.grpc_infer_allocation_pool_size, args.reuse_grpc_port)
+                         args.grpc_infer_allocation_pool_size, args.reuse_grpc_port, args.grpc_transport)
 
 # %% ../nbs/10_cli.ipynb #5ef6dc16
 def _exit_now(sig):

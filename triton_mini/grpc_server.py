@@ -20,6 +20,7 @@ from .backend import InferenceRequest, InferenceResponse
 from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop, output_bytes,
                                 OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
 from .shared_memory import Placement
+from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
 from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the admin RPCs, serving options
     grpc_status, rpc, UnexpectedErrors, UNPARSABLE, _parser, parse_version, split_parameters, set_parameter, contents_bytes,
     shm_placement, requested_outputs, GRPCExtensions, _message, health_service, GRPCOptions, channel_args,
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
-           'StreamRequest', 'serve', 'inference_service', 'GRPCService']
+           'StreamRequest', 'serve', 'service_methods', 'inference_service', 'serve_h2', 'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
@@ -279,13 +280,15 @@ async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_sett
                 options:GRPCOptions|None=None) -> aio.Server:
     "Start Triton's GRPCInferenceService for `server` on the running event loop (port 0: any free port)."
     options = options or GRPCOptions()
-    credentials = server_credentials(options.ssl) if options.ssl is not None else None
-    grpc_server = aio.server(options=channel_args(options))
     frontend = GRPCFrontend(server, log_settings, restricted_protocols=options.restricted_protocols,
                             header_forward_pattern=options.header_forward_pattern,
                             infer_compression=_COMPRESSION[options.infer_compression_level])
-    grpc_server.add_generic_rpc_handlers((inference_service(frontend), health_service(frontend)))
     address = f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
+    h2 = grpc_h2.transport(options.transport) == 'h2' and (options.ssl is None or options.transport is not None)   # the env's h2 leaves TLS on grpc.aio
+    if h2: return await serve_h2(frontend, host, port, options, address)
+    credentials = server_credentials(options.ssl) if options.ssl is not None else None
+    grpc_server = aio.server(options=channel_args(options))
+    grpc_server.add_generic_rpc_handlers((inference_service(frontend), health_service(frontend)))
     try: grpc_server.port = grpc_server.add_secure_port(address, credentials) if credentials else grpc_server.add_insecure_port(address)
     except RuntimeError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
     await grpc_server.start()
@@ -336,14 +339,29 @@ async def predecode(self:InferStream, request):
     self.predecoded[id(request)] = await asyncio.to_thread(_predecode, self.server, request, self.forwarded)
 
 # %% ../nbs/08a_grpc.ipynb #7d5d458f
-def inference_service(frontend:GRPCFrontend):
-    "GRPCInferenceService's handlers for `frontend`, with parsers that never raise."
-    handlers = {}
+def service_methods(frontend:GRPCFrontend) -> dict:
+    "{method name: grpc_h2.Method} of GRPCInferenceService for `frontend`, with parsers that never raise."
+    methods = {}
     for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
         request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
-        kind = grpc.stream_stream_rpc_method_handler if m.client_streaming else grpc.unary_unary_rpc_method_handler
-        handlers[m.name] = kind(getattr(frontend, m.name), request_deserializer=_parser(request), response_serializer=response.SerializeToString)
+        methods[m.name] = grpc_h2.Method(getattr(frontend, m.name), _parser(request), response.SerializeToString, m.client_streaming)
+    return methods
+
+def inference_service(frontend:GRPCFrontend):
+    "GRPCInferenceService's handlers for grpc.aio."
+    handlers = {name: (grpc.stream_stream_rpc_method_handler if m.streaming else grpc.unary_unary_rpc_method_handler)(
+                    m.handler, request_deserializer=m.parse, response_serializer=m.serialize)
+                for name, m in service_methods(frontend).items()}
     return grpc.method_handlers_generic_handler('inference.GRPCInferenceService', handlers)
+
+# %% ../nbs/08a_grpc.ipynb #0ce0de87
+async def serve_h2(frontend:GRPCFrontend, host:str, port:int, options:GRPCOptions, address:str) -> grpc_h2.H2Server:
+    "`frontend`'s RPCs (and the health service) on the h2 transport."
+    if options.ssl is not None: raise ValueError('--grpc-transport=h2 does not serve TLS (--grpc-use-ssl): use the default transport')
+    methods = {f'/inference.GRPCInferenceService/{name}': m for name, m in service_methods(frontend).items()}
+    methods['/grpc.health.v1.Health/Check'] = grpc_h2.Method(frontend.HealthCheck, bytes, bytes)
+    try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port).start()
+    except OSError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
 
 # %% ../nbs/08a_grpc.ipynb #b554bb9c
 class GRPCService:
