@@ -14,8 +14,8 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'FAST_BODY_BYTES', 'Response',
-           'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind',
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'STATUS_LINE', 'FAST_BODY_BYTES',
+           'Response', 'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind',
            'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket',
            'HTTPService', 'response_bytes', 'FastPath']
 
@@ -369,8 +369,15 @@ class HTTPService:
     def __exit__(self, *exc): self.stop()
 
 # %% ../nbs/07a_asgi.ipynb #d1b059aa
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+import http
 
+def _status_line(code:int) -> bytes:
+    "uvicorn's status line for `code` (its httptools module is not imported here: httptools is optional)."
+    try: phrase = http.HTTPStatus(code).phrase.encode()
+    except ValueError: phrase = b''
+    return b'HTTP/1.1 %d %s\r\n' % (code, phrase)
+
+STATUS_LINE = {code: _status_line(code) for code in range(100, 600)}
 FAST_BODY_BYTES = 64 * 1024   # at most OFF_LOOP_BYTES: such a body is decoded on the loop either way
 _NOT_FAST = frozenset((b'content-encoding', b'accept-encoding', b'expect', b'transfer-encoding', b'upgrade'))
 
