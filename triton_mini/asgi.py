@@ -14,9 +14,10 @@ from .server import run_loop
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'Response', 'answer_lifespan',
-           'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind', 'default_max_connections', 'HTTPLimits',
-           'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket', 'HTTPService']
+__all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'STATUS_LINE', 'FAST_BODY_BYTES',
+           'Response', 'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind',
+           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket',
+           'HTTPService', 'response_bytes', 'FastPath']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -230,11 +231,16 @@ def on_header(self:ConnectionGuard, name, value):
     super(ConnectionGuard, self).on_header(name, value)
 
 @patch
-def on_headers_complete(self:ConnectionGuard):
+def _head_complete(self:ConnectionGuard):
+    "The head is in: from now on the body's timeouts run (the fast path's appendix shares this)."
     self._in_head = False
-    self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     self._body_end = self.loop.time() + self.limits.body_total_timeout
     self._deadline = min(self.loop.time() + self.limits.body_timeout, self._body_end)
+
+@patch
+def on_headers_complete(self:ConnectionGuard):
+    self._head_complete()
+    self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     super(ConnectionGuard, self).on_headers_complete()
     if ONE_WRITE and self.cycle is not None and self.scope['method'] != 'HEAD': self.cycle.transport = OneWrite(self.transport)   # below
 
@@ -301,10 +307,11 @@ def _sweep(cls, connections:set, loop):
     if connections: loop.call_later(_SWEEP_SECS, _sweep, cls, connections, loop)
     else: cls._sweeping = False
 
-def guarded_protocol(limits:HTTPLimits|None=None):
-    "uvicorn's httptools protocol with `limits` enforced: a class, as uvicorn.Config(http=...) takes it."
+def guarded_protocol(limits:HTTPLimits|None=None, fast:bool=False):
+    "uvicorn's httptools protocol with `limits` enforced (`fast`: with the appendix's FastPath): a class, as uvicorn.Config(http=...) takes it."
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    return type('GuardedHttpToolsProtocol', (ConnectionGuard, HttpToolsProtocol), {'limits': limits or HTTPLimits()})
+    bases = (FastPath, ConnectionGuard, HttpToolsProtocol) if fast else (ConnectionGuard, HttpToolsProtocol)
+    return type('GuardedHttpToolsProtocol', bases, {'limits': limits or HTTPLimits()})
 
 # %% ../nbs/07a_asgi.ipynb #905bb8d5
 def _importable(name:str) -> bool:
@@ -313,7 +320,8 @@ def _importable(name:str) -> bool:
 
 def _uvicorn_config(app, limits:HTTPLimits|None=None, **kw):
     import uvicorn
-    http = guarded_protocol(limits) if _importable('httptools') else 'h11'   # httptools (and uvloop) are optional accelerators
+    fast = getattr(app, 'fast_path', False) is True   # an app that offers fast_handler (appendix) and has it on
+    http = guarded_protocol(limits, fast) if _importable('httptools') else 'h11'   # httptools (and uvloop) are optional accelerators
     config = uvicorn.Config(app, loop='auto', http=http, lifespan='off', access_log=False, proxy_headers=False,
                             log_level='warning', server_header=False, date_header=False, **kw)
     _quiet_uvicorn()
@@ -359,3 +367,95 @@ class HTTPService:
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
+
+# %% ../nbs/07a_asgi.ipynb #d1b059aa
+import http
+
+def _status_line(code:int) -> bytes:
+    "uvicorn's status line for `code` (its httptools module is not imported here: httptools is optional)."
+    try: phrase = http.HTTPStatus(code).phrase.encode()
+    except ValueError: phrase = b''
+    return b'HTTP/1.1 %d %s\r\n' % (code, phrase)
+
+STATUS_LINE = {code: _status_line(code) for code in range(100, 600)}
+FAST_BODY_BYTES = 64 * 1024   # at most OFF_LOOP_BYTES: such a body is decoded on the loop either way
+_NOT_FAST = frozenset((b'content-encoding', b'accept-encoding', b'expect', b'transfer-encoding', b'upgrade'))
+
+def response_bytes(resp:Response, keep_alive:bool=True) -> bytes:
+    "`resp` on the wire as uvicorn writes it from `_send`: status line, headers, content-length, body."
+    head = [STATUS_LINE[resp.status]]
+    for name, value in resp.headers: head += [name, b': ', value, b'\r\n']
+    head.append(b'content-length: %d\r\n' % len(resp.body))
+    if not keep_alive: head.append(b'connection: close\r\n')
+    head += [b'\r\n', resp.body]
+    return b''.join(head)
+
+# %% ../nbs/07a_asgi.ipynb #feefc0c8
+class _FastRequest:
+    "One request on the fast path, standing where uvicorn's RequestResponseCycle stands (`protocol.cycle`)."
+    __slots__ = ('proto', 'start', 'body', 'more_body', 'response_complete', 'disconnected', 'keep_alive', 'waiting', 'started')
+    def __init__(self, proto, start, keep_alive:bool, waiting:bool):
+        self.proto, self.start, self.body, self.more_body = proto, start, bytearray(), True
+        self.response_complete = self.disconnected = self.started = False
+        self.keep_alive, self.waiting = keep_alive, waiting   # waiting: a request before it is not answered yet
+
+    @property
+    def message_event(self): return self   # uvicorn calls message_event.set() on body, end of message, disconnect
+
+    def set(self):
+        "Start the request once its body is complete and its turn has come."
+        if self.started or self.waiting or self.more_body or self.disconnected: return
+        self.started = True
+        try: fut = self.start(bytes(self.body), self.reply)
+        except BaseException as e:   # the app's start catches its own failures; this is a last resort
+            _noisy.report(exception_kind(e), f'fast path failed: {exception_kind(e)}', e, logging.ERROR)
+            return self.reply(Response(500, json_dumps({'error': INTERNAL_ERROR})))
+        if fut is not None and not fut.done():
+            tasks = self.proto.tasks   # so that uvicorn's graceful shutdown waits for it, then cancels it
+            tasks.add(fut); fut.add_done_callback(tasks.discard)
+
+    def reply(self, resp:Response):
+        "Write `resp` (once) and hand the connection back to uvicorn."
+        if self.response_complete: return
+        self.response_complete = True
+        if self.disconnected: return              # as uvicorn: nothing to write, nothing to start
+        proto = self.proto
+        if not proto.transport.is_closing():
+            proto.transport.write(response_bytes(resp, self.keep_alive))
+            if not self.keep_alive: proto.transport.close()
+        proto.on_response_complete()
+
+# %% ../nbs/07a_asgi.ipynb #97fdae6f
+class FastPath:
+    "Mixin before ConnectionGuard: requests the app's `fast_handler` takes are answered without ASGI."
+    def connection_made(self, transport):
+        self._fast = getattr(self.app, 'fast_handler', None)   # None under uvicorn's middlewares (trace log level)
+        super().connection_made(transport)
+
+    def on_headers_complete(self):
+        start = self._fast_start()
+        if start is None: return super().on_headers_complete()
+        self._head_complete()
+        prev = self.cycle
+        waiting = prev is not None and not prev.response_complete
+        self.cycle = _FastRequest(self, start, self.parser.should_keep_alive(), waiting)
+        if waiting:                       # pipelined: as uvicorn queues a cycle
+            self.flow.pause_reading()
+            self.pipeline.appendleft((self.cycle, None))
+
+    def _fast_start(self):
+        "The app's `start` for this request, or None: the ASGI path."
+        p, url = self.parser, self.url
+        if self._fast is None or p.get_method() != b'POST' or p.get_http_version() != '1.1' or p.should_upgrade(): return None
+        if b'?' in url or b'%' in url or not url.startswith(b'/'): return None
+        headers = dict(self.headers)      # as the ASGI path sees them: names lowercased, the last of a repeated one
+        if not _NOT_FAST.isdisjoint(headers): return None
+        length = headers.get(b'content-length')
+        if length is None or not length.isdigit() or int(length) > FAST_BODY_BYTES: return None
+        return self._fast(url, headers, int(length))
+
+    def _start_asgi_task(self, cycle, app):
+        "uvicorn starts the next pipelined request here: a fast one starts itself."
+        if type(cycle) is not _FastRequest: return super()._start_asgi_task(cycle, app)
+        cycle.waiting = False
+        self.loop.call_soon(cycle.set)   # not nested: a run of pipelined errors must not recurse

@@ -229,8 +229,10 @@ class HTTPFrontend:
                  max_input_size:int=64 * 2**20,         # --http-max-input-size: bytes of a body, before and after decompression
                  restricted_apis:dict|None=None,        # --http-restricted-api: {api group: (header, value)}
                  header_forward_pattern:str|None=None,  # --http-header-forward-pattern: headers that become request parameters
-                 worker_json_bytes:int=4 * 2**20):      # /infer JSON bigger than this is decoded in a worker process (below)
+                 worker_json_bytes:int=4 * 2**20,       # /infer JSON bigger than this is decoded in a worker process (below)
+                 fast_path:bool|None=None):             # plain /infer without ASGI (appendix); None: $TRITON_MINI_HTTP_FAST == '1'
         self.server, self.max_input_size, self.restricted_apis = server, max_input_size, dict(restricted_apis or {})
+        self.fast_path = os.environ.get('TRITON_MINI_HTTP_FAST', '0') == '1' if fast_path is None else fast_path
         self.worker_json_bytes, self.json_worker = worker_json_bytes, None   # the worker starts on first use
         self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
         if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')
@@ -258,27 +260,47 @@ def _model_get(self:HTTPFrontend, name, version, action) -> Response:
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
 
 # %% ../nbs/08_http.ipynb #e0580d74
+from .server import OFF_LOOP_BYTES
+
 @patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     received = time.monotonic_ns()
-    m = self.server.repository.get(name, version)     # Triton looks at the model before the body
-    if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
+    m = self._infer_model(name, version)     # Triton looks at the model before the body
     if (encoding := headers.get(b'content-encoding')) is not None: body = await self._inflated(body, encoding)   # appendix
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
-    if n == 0 or not body: req, opts = _raw_request(m, name, version, body), {None: (True, 0)}
-    else: req, opts = await self._decode_infer(name, version, body, n)
+    decoded = await self._decode_infer(name, version, body, n) if n != 0 and body else None   # None: a raw body
+    req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, raw_headers, received)
+    answer = self._infer_answer(req, await fut, opts, m, decoded is not None, trace)
+    return await answer if inspect.isawaitable(answer) else answer
+
+@patch
+def _infer_model(self:HTTPFrontend, name, version):
+    "The model an /infer goes to; decoupled models answer 501 here."
+    m = self.server.repository.get(name, version)
+    if m.decoupled: raise TritonError("HTTP end point doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
+    return m
+
+@patch
+def _infer_submit(self:HTTPFrontend, m, name, version, body, decoded, headers, raw_headers, received) -> tuple:
+    "Submit the decoded request (or the raw body's): (request, output options, model, future of its response, trace)."
+    req, opts = decoded if decoded is not None else (_raw_request(m, name, version, body), {None: (True, 0)})
     if self.header_forward is not None: req.parameters.update(self.forwarded_headers(raw_headers or list(headers.items())))
     if None not in opts: req.requested_outputs = list(opts)
     trace = self.server.begin_trace(req, 'HTTP', received)   # None unless tracing is on and samples this request (07b)
     m, fut = self.server.submit_future(req)
-    resp = await fut
+    return req, opts, m, fut, trace
+
+@patch
+def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
+    "The Response to a finished inference; a coroutine of it when the outputs are big enough to encode on a thread."
     sending = time.monotonic_ns()
     try:
         if resp is None: resp = InferenceResponse()
         if resp.error is not None: return error_response(resp.error)
         self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
-        labels = m.labels if n != 0 and body else None
-        return await off_loop(output_bytes(resp), encode_infer_response, req, resp, opts, m.batching, labels)
+        labels, size = m.labels if labelled else None, output_bytes(resp)
+        if size <= OFF_LOOP_BYTES: return encode_infer_response(req, resp, opts, m.batching, labels)
+        return off_loop(size, encode_infer_response, req, resp, opts, m.batching, labels)
     finally:
         if trace: trace.sent(sending)
 
@@ -308,11 +330,15 @@ async def dispatch(self:HTTPFrontend, method:str, path:str, headers:dict, body:b
         if isinstance(version, str): raise _version_error(version)
         resp = handler(self, Call(name, version, action, method, body, headers, send, raw_headers, receive))
         return await resp if inspect.isawaitable(resp) else resp
-    except TritonError as e: return error_response(e)
-    except _Reply as r: return r.response
-    except Exception as e:        # a bug, or a request shape nobody foresaw: Triton's INTERNAL, and a (throttled) log line
-        _noisy.report(exception_kind(e), f'{method} {path[:200]} failed: {exception_kind(e)}', e, logging.ERROR)
-        return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
+    except Exception as e: return _error_answer(e, method, path)
+
+def _error_answer(e:Exception, method:str, path:str) -> Response:
+    "The answer to what a handler raised: Triton's error, a _Reply's response, or INTERNAL and a throttled log line."
+    if isinstance(e, TritonError): return error_response(e)
+    if isinstance(e, _Reply): return e.response
+    # a bug, or a request shape nobody foresaw
+    _noisy.report(exception_kind(e), f'{method} {path[:200]} failed: {exception_kind(e)}', e, logging.ERROR)
+    return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
 
 # %% ../nbs/08_http.ipynb #ad4247ed
 @patch
@@ -708,6 +734,40 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
 def close(self:HTTPFrontend):
     "Stop the front end's worker process, if it started (HTTPService.stop and the command call this)."
     if self.json_worker is not None: self.json_worker.close()
+
+# %% ../nbs/08_http.ipynb #5e74b725
+@patch
+def fast_handler(self:HTTPFrontend, url:bytes, headers:dict, length:int):
+    "For 07a's FastPath: a `start(body, reply)` for a plain /infer, None for anything else (the ASGI path)."
+    if self.restricted_apis or self.header_forward is not None: return None
+    if length > min(self.max_input_size, self.worker_json_bytes, OFF_LOOP_BYTES): return None
+    route = parse_path(url.decode('latin-1'))
+    if route is None or route[0] != 'model' or route[3] != 'infer' or isinstance(route[2], str): return None
+    return functools.partial(self._infer_now, route[1], route[2], headers, url)
+
+@patch
+def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
+    "`_infer` without a Task: decoded and submitted now, answered through `reply` when the response future completes."
+    try:
+        received = time.monotonic_ns()
+        m = self._infer_model(name, version)
+        n = header_length(headers.get(b'inference-header-content-length'), len(body))
+        decoded = decode_infer_request(name, version, body, n, self.server.shared_memory) if n != 0 and body else None
+        req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, None, received)
+    except Exception as e: return reply(_error_answer(e, 'POST', url.decode('latin-1')))
+    def answered(f):
+        try: answer = _outcome(f) or self._infer_answer(req, f.result(), opts, m, decoded is not None, trace)
+        except Exception as e: answer = _error_answer(e, 'POST', url.decode('latin-1'))
+        if not inspect.isawaitable(answer): return reply(answer)
+        asyncio.ensure_future(answer).add_done_callback(lambda t: reply(_outcome(t) or t.result()))   # big outputs: encoded on a thread
+    fut.add_done_callback(answered)
+    return fut
+
+def _outcome(f) -> Response|None:
+    "What a finished future that did not succeed answers (as `__call__` and `dispatch` answer it); None when it succeeded."
+    if f.cancelled(): return error_response(TritonError(CUT_AT_EXIT, 'UNAVAILABLE'))   # cut at --exit-timeout-secs
+    if (e := f.exception()) is not None: return _error_answer(e, 'POST', '/infer')
+    return None
 
 # %% ../nbs/08_http.ipynb #dea5804b
 # Still importable from this module as before the split into 07a_asgi and 08d_http_hardening (tests reach
