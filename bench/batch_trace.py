@@ -7,8 +7,7 @@ Why it was sent: `preferred` (the batch reached a preferred size or max_batch_si
 waited max_queue_delay), `other` (the next request does not fit: another shape, or the batcher is stopping);
 `timed_wait`: the worker slept on a timed wait for this batch; `evals`: how many times the worker ran the rule
 for it (one per wake-up). Nothing here changes a decision; BATCH_WAKE_EVERY=1 forced the old rule on branch `batching` (not merged; main
-has only that rule), as
-bench/batch_trace_every.py does for an `--exp-launcher`.
+has only that rule, so it changes nothing here).
 """
 import atexit, gc, json, os, signal, sys, threading, time
 import triton_mini.scheduler as S
