@@ -403,6 +403,7 @@ class GRPCOptions:
     infer_allocation_pool_size: int = 8                        # accepted; no effect
     reuse_port: bool = False
     transport: str | None = None                               # 'grpcio' or 'h2' (--grpc-transport); None: TRITON_MINI_GRPC_TRANSPORT, else grpcio
+    max_message_size: int = 2**31 - 1                          # Triton's MAX_GRPC_MESSAGE_SIZE, each way (gRPC's default is 4 MB); no flag
 
 # %% ../nbs/08e_grpc_extensions.ipynb #e66f56cf
 _MAX_MESSAGE = 2**31 - 1   # Triton's MAX_GRPC_MESSAGE_SIZE: gRPC's default is 4 MB
@@ -416,7 +417,7 @@ _COMPRESSION = {'none': None, 'low': grpc.Compression.Gzip, 'medium': grpc.Compr
 
 def channel_args(options:GRPCOptions) -> list:
     "The grpc core channel arguments of `options` (connection age only when set, as in Triton)."
-    args = [('grpc.max_send_message_length', _MAX_MESSAGE), ('grpc.max_receive_message_length', _MAX_MESSAGE),
+    args = [('grpc.max_send_message_length', options.max_message_size), ('grpc.max_receive_message_length', options.max_message_size),
             ('grpc.so_reuseport', int(options.reuse_port))]
     for name, arg in _KEEPALIVE_ARGS.items():
         value = int(getattr(options.keepalive, name))

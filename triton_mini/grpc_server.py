@@ -360,7 +360,8 @@ async def serve_h2(frontend:GRPCFrontend, host:str, port:int, options:GRPCOption
     if options.ssl is not None: raise ValueError('--grpc-transport=h2 does not serve TLS (--grpc-use-ssl): use the default transport')
     methods = {f'/inference.GRPCInferenceService/{name}': m for name, m in service_methods(frontend).items()}
     methods['/grpc.health.v1.Health/Check'] = grpc_h2.Method(frontend.HealthCheck, bytes, bytes)
-    try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port).start()
+    try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port, options.max_message_size,
+                                                grpc_h2.Keepalive(**vars(options.keepalive))).start()
     except OSError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
 
 # %% ../nbs/08a_grpc.ipynb #b554bb9c
