@@ -2,7 +2,7 @@
 the same statuses and texts, through the real tritonclient.grpc (sync and aio).
 
 The whole of tests/test_grpc.py, test_grpc_hardening.py and test_grpc_fuzz.py also runs on the transport with
-TRITON_MINI_GRPC_TRANSPORT=h2 (TLS stays on grpc.aio).
+TRITON_MINI_GRPC_TRANSPORT=h2 (TLS included: test_grpc_hardening.py's test_tls runs on both transports).
 """
 import asyncio
 

@@ -512,15 +512,15 @@ def age_out(self:H2Protocol):
 class H2Server:
     "gRPC `methods` over the h2 transport on host:port (0: any free port); `port` is where it listens."
     def __init__(self, methods:dict, host:str='0.0.0.0', port:int=0, reuse_port:bool=False, max_message:int=MAX_MESSAGE,
-                 keepalive=None):
-        self.methods, self.host, self.port, self.reuse_port = methods, host, port, reuse_port
+                 keepalive=None, ssl=None):
+        self.methods, self.host, self.port, self.reuse_port, self.ssl = methods, host, port, reuse_port, ssl
         self.max_message, self.keepalive = max_message, keepalive or Keepalive()
         self.connections, self.stopping, self._server = set(), False, None
 
     async def start(self):
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: H2Protocol(self.methods, self), self.host, self.port,
-                                                reuse_port=self.reuse_port or None)
+                                                reuse_port=self.reuse_port or None, ssl=self.ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
