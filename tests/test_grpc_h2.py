@@ -2,7 +2,7 @@
 the same statuses and texts, through the real tritonclient.grpc (sync and aio).
 
 The whole of tests/test_grpc.py, test_grpc_hardening.py and test_grpc_fuzz.py also runs on the transport with
-TRITON_MINI_GRPC_TRANSPORT=h2 (TLS stays on grpc.aio).
+TRITON_MINI_GRPC_TRANSPORT=h2 (TLS included: test_grpc_hardening.py's test_tls runs on both transports).
 """
 import asyncio
 
@@ -116,3 +116,57 @@ def test_a_deadline_is_deadline_exceeded(services):
     big = np.arange(3_000_000, dtype=np.int32).reshape(1, -1)
     got = both(services, lambda c: c.infer('identity_int32', [inp('X', big, 'INT32')], client_timeout=0.001))
     assert got['h2'][:2] == got['grpcio'][:2] == ('error', 'StatusCode.DEADLINE_EXCEEDED')
+
+
+@pytest.fixture(scope='module')
+def small_services(tmp_path_factory):
+    "Both transports with a 1 MB message limit (Triton's is 2 GB: too big to cross in a test)."
+    repo = copy_models(tmp_path_factory.mktemp('grpc_h2_small') / 'models', 'conformance')
+    server = TritonServer(repo, model_control_mode='explicit', load_models=['identity_int32'])
+    server.start()
+    svcs = {t: GRPCService(server, options=GRPCOptions(transport=t, max_message_size=1 << 20)).start() for t in ('grpcio', 'h2')}
+    yield {t: f'127.0.0.1:{s.port}' for t, s in svcs.items()}
+    for s in svcs.values(): s.stop()
+    server.stop()
+
+
+def test_an_oversized_request_is_refused_the_same(small_services):
+    big, small = np.zeros((1, 300_000), np.int32), np.arange(4, dtype=np.int32).reshape(1, 4)
+    got = both(small_services, lambda c: c.infer('identity_int32', [inp('X', big, 'INT32')]))
+    assert got['h2'] == got['grpcio'] and got['h2'][1] == 'StatusCode.RESOURCE_EXHAUSTED', got
+    assert got['h2'][2].startswith('SERVER: Received message larger than max (') and got['h2'][2].endswith(' vs. 1048576)')
+    got = both(small_services, lambda c: c.infer('identity_int32', [inp('X', small, 'INT32')]).as_numpy('Y').tolist())
+    assert got['h2'] == got['grpcio'] == small.tolist()
+
+
+def test_an_oversized_stream_message_ends_the_stream_the_same(small_services):
+    import queue
+    big = np.zeros((1, 300_000), np.int32)
+    def fn(c):
+        results = queue.Queue()
+        c.start_stream(callback=lambda result, error: results.put(error))
+        c.async_stream_infer('identity_int32', [inp('X', big, 'INT32')])
+        error = results.get(timeout=10)
+        c.stop_stream()
+        return (error.status(), error.message())
+    got = both(small_services, fn)
+    assert got['h2'] == got['grpcio'] and got['h2'][0] == 'StatusCode.RESOURCE_EXHAUSTED', got
+
+
+def test_too_many_pings_get_the_same_goaway(services):
+    "Default keepalive settings: a client's PINGs without calls, one after another, are strikes; the third is one too many."
+    import socket, struct
+    got = {}
+    for name, url in services.items():
+        host, port = url.split(':')
+        with socket.create_connection((host, int(port)), 5) as s:
+            s.sendall(grpc_h2.PREFACE + grpc_h2.frame(grpc_h2.SETTINGS, 0, 0) + grpc_h2.frame(grpc_h2.PING, 0, 0, b'12345678') * 4)
+            buf = b''
+            while chunk := s.recv(65536): buf += chunk
+        frames, pos = [], 0
+        while pos + 9 <= len(buf):
+            n = int.from_bytes(buf[pos:pos + 3], 'big')
+            frames.append((buf[pos + 3], buf[pos + 9:pos + 9 + n])); pos += 9 + n
+        goaway = [p for kind, p in frames if kind == grpc_h2.GOAWAY]
+        got[name] = (sum(kind == grpc_h2.PING for kind, p in frames), struct.unpack('>I', goaway[-1][4:8])[0], goaway[-1][8:])
+    assert got['h2'] == got['grpcio'] == (4, grpc_h2.ENHANCE_YOUR_CALM, b'too_many_pings'), got

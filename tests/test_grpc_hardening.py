@@ -155,9 +155,10 @@ def live(port, **ssl) -> object:
     except InferenceServerException as e: return e.status()
 
 
+@pytest.mark.parametrize('transport', ['grpcio', 'h2'])
 @pytest.mark.parametrize('mutual', [False, True])
-def test_tls(repo, certs, mutual):
-    flags = ['--grpc-use-ssl=true', f'--grpc-server-cert={certs}/server.crt', f'--grpc-server-key={certs}/server.key', f'--grpc-root-cert={certs}/ca.crt']
+def test_tls(repo, certs, mutual, transport):
+    flags = [f'--grpc-transport={transport}', '--grpc-use-ssl=true', f'--grpc-server-cert={certs}/server.crt', f'--grpc-server-key={certs}/server.key', f'--grpc-root-cert={certs}/ca.crt']
     s = Mini(repo, *flags, *(['--grpc-use-ssl-mutual=true'] if mutual else []))
     try:
         ca = dict(ssl=True, root_certificates=str(certs / 'ca.crt'))

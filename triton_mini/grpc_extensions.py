@@ -4,7 +4,7 @@
 
 # %% ../nbs/08e_grpc_extensions.ipynb #59203015
 from __future__ import annotations
-import asyncio, functools, json, logging, re, threading, time
+import asyncio, functools, json, logging, re, ssl as tls, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +24,7 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 __all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
            'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions', 'health_service', 'split_parameters',
            'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output', 'requested_outputs', 'KeepAliveOptions',
-           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials']
+           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'server_ssl_context']
 
 # %% ../nbs/08e_grpc_extensions.ipynb #fdfdc39d
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -403,6 +403,7 @@ class GRPCOptions:
     infer_allocation_pool_size: int = 8                        # accepted; no effect
     reuse_port: bool = False
     transport: str | None = None                               # 'grpcio' or 'h2' (--grpc-transport); None: TRITON_MINI_GRPC_TRANSPORT, else grpcio
+    max_message_size: int = 2**31 - 1                          # Triton's MAX_GRPC_MESSAGE_SIZE, each way (gRPC's default is 4 MB); no flag
 
 # %% ../nbs/08e_grpc_extensions.ipynb #e66f56cf
 _MAX_MESSAGE = 2**31 - 1   # Triton's MAX_GRPC_MESSAGE_SIZE: gRPC's default is 4 MB
@@ -416,7 +417,7 @@ _COMPRESSION = {'none': None, 'low': grpc.Compression.Gzip, 'medium': grpc.Compr
 
 def channel_args(options:GRPCOptions) -> list:
     "The grpc core channel arguments of `options` (connection age only when set, as in Triton)."
-    args = [('grpc.max_send_message_length', _MAX_MESSAGE), ('grpc.max_receive_message_length', _MAX_MESSAGE),
+    args = [('grpc.max_send_message_length', options.max_message_size), ('grpc.max_receive_message_length', options.max_message_size),
             ('grpc.so_reuseport', int(options.reuse_port))]
     for name, arg in _KEEPALIVE_ARGS.items():
         value = int(getattr(options.keepalive, name))
@@ -434,3 +435,15 @@ def server_credentials(ssl:SSLOptions):
     key, cert = _read_pem(ssl.server_key, '--grpc-server-key'), _read_pem(ssl.server_cert, '--grpc-server-cert')
     root = _read_pem(ssl.root_cert, '--grpc-root-cert') if ssl.root_cert or ssl.mutual else None
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=root, require_client_auth=ssl.mutual)
+
+def server_ssl_context(ssl:SSLOptions) -> tls.SSLContext:
+    "The same TLS as `server_credentials` as an `ssl.SSLContext`, for the h2 transport: ALPN `h2`, as gRPC clients require."
+    root = _read_pem(ssl.root_cert, '--grpc-root-cert') if ssl.root_cert or ssl.mutual else None
+    _read_pem(ssl.server_key, '--grpc-server-key'); _read_pem(ssl.server_cert, '--grpc-server-cert')   # the same errors first
+    context = tls.SSLContext(tls.PROTOCOL_TLS_SERVER)
+    context.minimum_version = tls.TLSVersion.TLSv1_2   # HTTP/2 forbids older TLS
+    context.load_cert_chain(ssl.server_cert, ssl.server_key)
+    if root: context.load_verify_locations(cadata=root.decode())
+    context.verify_mode = tls.CERT_REQUIRED if ssl.mutual else tls.CERT_NONE
+    context.set_alpn_protocols(['h2'])
+    return context

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08f_grpc_h2.ipynb #6f42c719
 from __future__ import annotations
-import asyncio, base64, gzip, logging, os, struct, time, zlib
+import asyncio, base64, gzip, logging, os, random, struct, time, zlib
 from typing import NamedTuple
 
 import grpc
@@ -15,9 +15,10 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 # %% auto #0
 __all__ = ['log', 'PREFACE', 'DATA', 'HEADERS', 'PRIORITY', 'RST_STREAM', 'SETTINGS', 'PUSH_PROMISE', 'PING', 'GOAWAY',
            'WINDOW_UPDATE', 'CONTINUATION', 'END_STREAM', 'ACK', 'END_HEADERS', 'PADDED', 'PRIORITY_FLAG', 'WINDOW',
-           'DEFAULT_WINDOW', 'DEFAULT_FRAME', 'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'TRANSPORT_ENV',
-           'frame', 'hpack_int', 'literal', 'percent_encode', 'metadata_block', 'trailers', 'Method', 'Abort',
-           'parse_timeout', 'H2Context', 'Stream', 'H2Protocol', 'H2Server', 'transport']
+           'DEFAULT_WINDOW', 'DEFAULT_FRAME', 'MAX_MESSAGE', 'ENHANCE_YOUR_CALM', 'KEEPALIVE_PING', 'STREAM_BUFFER',
+           'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'TRANSPORT_ENV', 'frame', 'hpack_int', 'literal',
+           'percent_encode', 'metadata_block', 'trailers', 'Method', 'Abort', 'parse_timeout', 'H2Context', 'Stream',
+           'Keepalive', 'H2Protocol', 'H2Server', 'transport']
 
 # %% ../nbs/08f_grpc_h2.ipynb #849b4c21
 PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
@@ -25,6 +26,10 @@ DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDO
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
 WINDOW = 1 << 24          # what we let a peer send before it hears from us, per stream and per connection
 DEFAULT_WINDOW, DEFAULT_FRAME = 65535, 16384
+MAX_MESSAGE = 2**31 - 1   # Triton's MAX_GRPC_MESSAGE_SIZE, each way
+ENHANCE_YOUR_CALM = 11   # GOAWAY's error code for a client that pings too often
+KEEPALIVE_PING = b'keepaliv'   # our PINGs' 8 bytes, so that their ACKs are told apart from the client's
+STREAM_BUFFER = 4 << 20   # a stream's received bytes its handler has not taken, beyond which we stop acknowledging them
 
 def frame(kind:int, flags:int, sid:int, payload=b'') -> bytes:
     "One HTTP/2 frame."
@@ -112,13 +117,24 @@ class H2Context:
 # %% ../nbs/08f_grpc_h2.ipynb #0a34321a
 class Stream:
     __slots__ = ('sid', 'method', 'ctx', 'body', 'task', 'requests', 'send_window', 'pending', 'headers_sent',
-                 'closed_remote', 'ended', 'received', 'encoding', 'deadline_timer', 'timed_out')
+                 'closed_remote', 'ended', 'received', 'encoding', 'deadline_timer', 'timed_out', 'queued')
     def __init__(self, sid:int, send_window:int):
         self.sid, self.send_window, self.body, self.pending = sid, send_window, bytearray(), []
         self.method = self.ctx = self.task = self.requests = self.deadline_timer = None
         self.headers_sent = self.closed_remote = self.ended = self.timed_out = False
         self.encoding = b'identity'
-        self.received = 0
+        self.received = self.queued = 0   # bytes not yet acknowledged; bytes received that the handler has not taken
+
+# %% ../nbs/08f_grpc_h2.ipynb #6cf22882
+class Keepalive(NamedTuple):
+    keepalive_time_ms: int = 7_200_000             # PING the client after this long (0: never)
+    keepalive_timeout_ms: int = 20_000             # ... and close the connection if its ACK takes longer
+    keepalive_permit_without_calls: bool = False   # PINGs both ways on a connection without calls
+    http2_max_pings_without_data: int = 2          # our PINGs in a row without us sending data (0: no limit)
+    http2_min_recv_ping_interval_without_data_ms: int = 300_000   # the client's PINGs closer than this are strikes
+    http2_max_ping_strikes: int = 2                # more strikes: GOAWAY ENHANCE_YOUR_CALM (0: no limit)
+    max_connection_age_ms: int = 0                 # GOAWAY after this long (±10%, 0: never) ...
+    max_connection_age_grace_ms: int = 0           # ... and close this long after it (0: when its calls are done)
 
 # %% ../nbs/08f_grpc_h2.ipynb #334d7b13
 class H2Protocol(asyncio.Protocol):
@@ -130,17 +146,24 @@ class H2Protocol(asyncio.Protocol):
         self.header_sid, self.header_block, self.header_flags = 0, b'', 0   # a header block waiting for CONTINUATION
         self.send_window, self.peer_window, self.max_frame = DEFAULT_WINDOW, DEFAULT_WINDOW, DEFAULT_FRAME
         self.received, self.last_sid, self.going_away = 0, 0, False
+        self.max_message = server.max_message if server is not None else MAX_MESSAGE
+        self.ka = server.keepalive if server is not None else Keepalive()
+        self.timers, self.pings_sent, self.strikes, self.last_ping, self.aged = {}, 0, 0, float('-inf'), False
 
     def connection_made(self, transport):
         import hpack
         self.t, self.decoder, self.loop = transport, hpack.Decoder(), asyncio.get_running_loop()
         self.decoder.max_allowed_table_size = 4096
         if self.server is not None: self.server.connections.add(self)
+        if self.ka.keepalive_time_ms > 0: self.timers['ping'] = self.loop.call_later(self.ka.keepalive_time_ms / 1000, self.keepalive_ping)
+        if self.ka.max_connection_age_ms > 0:   # jittered as grpc core does, so connections made together do not all end together
+            self.timers['age'] = self.loop.call_later(self.ka.max_connection_age_ms / 1000 * random.uniform(0.9, 1.1), self.age_out)
         transport.write(frame(SETTINGS, 0, 0, struct.pack('>HIHI', 3, 1000, 4, WINDOW))
                         + frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', WINDOW - DEFAULT_WINDOW)))
 
     def connection_lost(self, exc):
         if self.server is not None: self.server.connections.discard(self)
+        for timer in self.timers.values(): timer.cancel()
         for s in list(self.streams.values()): self._cancel(s)
         self.streams.clear()
 
@@ -170,8 +193,7 @@ def data_received(self:H2Protocol, data:bytes):
             elif kind == CONTINUATION: self.on_continuation(sid, flags, payload)
             elif kind == SETTINGS: self.on_settings(flags, payload)
             elif kind == WINDOW_UPDATE: self.on_window_update(sid, int.from_bytes(payload[:4], 'big') & 0x7fffffff)
-            elif kind == PING:
-                if not flags & ACK: self.out.append(frame(PING, ACK, 0, payload))
+            elif kind == PING: self.on_ping(flags, payload)
             elif kind == RST_STREAM:
                 if (s := self.streams.pop(sid, None)) is not None: self._cancel(s)
             elif kind == GOAWAY: self.going_away = True
@@ -270,22 +292,36 @@ def on_data(self:H2Protocol, sid:int, flags:int, payload:bytes, length:int):
         if self.received > WINDOW // 2:
             self.out.append(frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', self.received))); self.received = 0
     s = self.streams.get(sid)
-    if s is None or s.closed_remote: return
+    if s is None or s.closed_remote or s.ended: return
     if flags & PADDED: payload = payload[1:len(payload) - payload[0]]
+    s.body += payload
     if length:
         s.received += length
-        if s.received > WINDOW // 2 and not flags & END_STREAM:
-            self.out.append(frame(WINDOW_UPDATE, 0, sid, struct.pack('>I', s.received))); s.received = 0
-    s.body += payload
+        if s.received > WINDOW // 2 and not flags & END_STREAM and s.queued <= STREAM_BUFFER: self.acknowledge(s)
     if s.method is None: return
+    if len(s.body) >= 5 and (size := int.from_bytes(s.body[1:5], 'big')) > self.max_message: return self.too_large(s, size)
     if s.requests is not None:
-        for message in self.messages(s): s.requests.put_nowait(message)
+        for message in self.messages(s):
+            s.queued += 5 + (len(message) if isinstance(message, bytes) else 0)
+            s.requests.put_nowait(message)
     if flags & END_STREAM:
         s.closed_remote = True
         if s.requests is not None: s.requests.put_nowait(_END)
         elif s.task is None and not s.ended:
             message = next(self.messages(s), b'')
             s.task = self.loop.create_task(self.run_unary(s, message))
+
+@patch
+def acknowledge(self:H2Protocol, s:Stream):
+    "Give the client back the stream window it used."
+    self.out.append(frame(WINDOW_UPDATE, 0, s.sid, struct.pack('>I', s.received))); s.received = 0
+
+@patch
+def taken(self:H2Protocol, s:Stream, n:int):
+    "The handler took a message of `n` bytes: a stream held back by STREAM_BUFFER gets its window once under it."
+    s.queued -= n
+    if s.received > WINDOW // 2 and s.queued <= STREAM_BUFFER and not s.closed_remote and not s.ended:
+        self.acknowledge(s); self.flush()
 
 @patch
 def messages(self:H2Protocol, s:Stream):
@@ -299,7 +335,21 @@ def messages(self:H2Protocol, s:Stream):
         if compressed:
             try: data = _DECOMPRESS[s.encoding](data)
             except Exception: data = None
+            if data is not None and len(data) > self.max_message: data = self.too_large_error(len(data))
         yield data
+
+@patch
+def too_large_error(self:H2Protocol, size:int, sent:bool=False) -> Abort:
+    "grpc core's status and words for a message beyond the limit (the client sees them with its `SERVER: ` prefix)."
+    return Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"SERVER: {'Sent' if sent else 'Received'} message larger than max ({size} vs. {self.max_message})")
+
+@patch
+def too_large(self:H2Protocol, s:Stream, size:int):
+    "A message's length prefix is beyond the limit: the call ends now, before its bytes are buffered (the rest are dropped)."
+    s.body.clear()
+    if s.task is not None and not s.task.done(): s.task.cancel()
+    e = self.too_large_error(size)
+    self.finish(s, e.code, e.details)
 
 # %% ../nbs/08f_grpc_h2.ipynb #e53751b7
 @patch
@@ -307,6 +357,7 @@ async def run_unary(self:H2Protocol, s:Stream, data:bytes|None):
     m, ctx = s.method, s.ctx
     try:
         if data is None: raise Abort(grpc.StatusCode.INTERNAL, 'Failed to decompress the message')
+        if isinstance(data, Abort): raise data
         response = await m.handler(m.parse(data), ctx)
         self.send_message(s, m.serialize(response))
         self.finish(s, ctx.code or grpc.StatusCode.OK, ctx.details, ctx.trailing)
@@ -324,6 +375,8 @@ async def run_streaming(self:H2Protocol, s:Stream):
     async def requests():
         while (data := await s.requests.get()) is not _END:
             if data is None: raise Abort(grpc.StatusCode.INTERNAL, 'Failed to decompress the message')
+            if isinstance(data, Abort): raise data
+            self.taken(s, 5 + len(data))
             yield m.parse(data)
     try:
         async for response in m.handler(requests(), ctx):
@@ -341,6 +394,8 @@ async def run_streaming(self:H2Protocol, s:Stream):
 @patch
 def send_message(self:H2Protocol, s:Stream, data:bytes):
     if s.ended: return
+    if len(data) > self.max_message: raise self.too_large_error(len(data), sent=True)
+    self.pings_sent = self.strikes = 0; self.last_ping = float('-inf')   # grpc core: sending data resets both ping counts
     flag = b'\x00'
     if s.ctx.gzip: data, flag = gzip.compress(data), b'\x01'
     if not s.headers_sent:
@@ -379,6 +434,7 @@ def _drain(self:H2Protocol, s:Stream):
                 self.out.append(frame(CONTINUATION, 0 if rest else END_HEADERS, s.sid, chunk))
             s.pending.clear()
             self.streams.pop(s.sid, None)
+            if self.aged and not self.streams: self.flush(); self.t.close()   # max_connection_age: its last call is done
             if s.closed_remote is False:   # the client may still be sending: tell it to stop
                 self.out.append(frame(RST_STREAM, 0, s.sid, struct.pack('>I', 0)))
             return
@@ -411,17 +467,60 @@ def expire(self:H2Protocol, s:Stream):
     if s.task is not None and not s.task.done(): s.task.cancel()
     else: self.finish(s, grpc.StatusCode.DEADLINE_EXCEEDED, 'Deadline Exceeded'); self.flush()
 
+# %% ../nbs/08f_grpc_h2.ipynb #ecbb7fe8
+@patch
+def keepalive_ping(self:H2Protocol):
+    ka = self.ka
+    if (self.streams or ka.keepalive_permit_without_calls) and not (0 < ka.http2_max_pings_without_data <= self.pings_sent):
+        self.pings_sent += 1
+        self.out.append(frame(PING, 0, 0, KEEPALIVE_PING)); self.flush()
+        self.timers['ping'] = self.loop.call_later(ka.keepalive_timeout_ms / 1000, self.keepalive_expired)
+    else: self.timers['ping'] = self.loop.call_later(ka.keepalive_time_ms / 1000, self.keepalive_ping)
+
+@patch
+def keepalive_expired(self:H2Protocol):
+    log.debug('h2: no PING ACK within keepalive_timeout, closing the connection')
+    self.t.abort()
+
+@patch
+def on_ping(self:H2Protocol, flags:int, payload:bytes):
+    if flags & ACK:
+        if payload == KEEPALIVE_PING and (timer := self.timers.pop('ping', None)) is not None:
+            timer.cancel()
+            self.timers['ping'] = self.loop.call_later(self.ka.keepalive_time_ms / 1000, self.keepalive_ping)
+        return
+    self.out.append(frame(PING, ACK, 0, payload))
+    ka, now = self.ka, time.monotonic()
+    idle = not self.streams and not ka.keepalive_permit_without_calls
+    allowed, self.last_ping = self.last_ping + (7200.0 if idle else ka.http2_min_recv_ping_interval_without_data_ms / 1000), now
+    if now >= allowed: return
+    self.strikes += 1
+    if 0 < ka.http2_max_ping_strikes < self.strikes:
+        self.out.append(frame(GOAWAY, 0, 0, struct.pack('>II', self.last_sid, ENHANCE_YOUR_CALM) + b'too_many_pings'))
+        self.flush(); self.t.close()
+
+# %% ../nbs/08f_grpc_h2.ipynb #349bc671
+@patch
+def age_out(self:H2Protocol):
+    self.aged = self.going_away = True
+    self.out.append(frame(GOAWAY, 0, 0, struct.pack('>II', self.last_sid, 0))); self.flush()
+    if self.ka.max_connection_age_grace_ms > 0:
+        self.timers['grace'] = self.loop.call_later(self.ka.max_connection_age_grace_ms / 1000, self.t.close)
+    if not self.streams: self.t.close()
+
 # %% ../nbs/08f_grpc_h2.ipynb #b34c440e
 class H2Server:
     "gRPC `methods` over the h2 transport on host:port (0: any free port); `port` is where it listens."
-    def __init__(self, methods:dict, host:str='0.0.0.0', port:int=0, reuse_port:bool=False):
-        self.methods, self.host, self.port, self.reuse_port = methods, host, port, reuse_port
+    def __init__(self, methods:dict, host:str='0.0.0.0', port:int=0, reuse_port:bool=False, max_message:int=MAX_MESSAGE,
+                 keepalive=None, ssl=None):
+        self.methods, self.host, self.port, self.reuse_port, self.ssl = methods, host, port, reuse_port, ssl
+        self.max_message, self.keepalive = max_message, keepalive or Keepalive()
         self.connections, self.stopping, self._server = set(), False, None
 
     async def start(self):
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: H2Protocol(self.methods, self), self.host, self.port,
-                                                reuse_port=self.reuse_port or None)
+                                                reuse_port=self.reuse_port or None, ssl=self.ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -24,7 +24,7 @@ from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
 from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the admin RPCs, serving options
     grpc_status, rpc, UnexpectedErrors, UNPARSABLE, _parser, parse_version, split_parameters, set_parameter, contents_bytes,
     shm_placement, requested_outputs, GRPCExtensions, _message, health_service, GRPCOptions, channel_args,
-    server_credentials, _COMPRESSION)
+    server_credentials, server_ssl_context, _COMPRESSION)
 
 log = logging.getLogger(__name__)
 
@@ -284,8 +284,7 @@ async def serve(server:TritonServer, host:str='0.0.0.0', port:int=8001, log_sett
                             header_forward_pattern=options.header_forward_pattern,
                             infer_compression=_COMPRESSION[options.infer_compression_level])
     address = f'[{host}]:{port}' if ':' in host else f'{host}:{port}'
-    h2 = grpc_h2.transport(options.transport) == 'h2' and (options.ssl is None or options.transport is not None)   # the env's h2 leaves TLS on grpc.aio
-    if h2: return await serve_h2(frontend, host, port, options, address)
+    if grpc_h2.transport(options.transport) == 'h2': return await serve_h2(frontend, host, port, options, address)
     credentials = server_credentials(options.ssl) if options.ssl is not None else None
     grpc_server = aio.server(options=channel_args(options))
     grpc_server.add_generic_rpc_handlers((inference_service(frontend), health_service(frontend)))
@@ -357,10 +356,11 @@ def inference_service(frontend:GRPCFrontend):
 # %% ../nbs/08a_grpc.ipynb #0ce0de87
 async def serve_h2(frontend:GRPCFrontend, host:str, port:int, options:GRPCOptions, address:str) -> grpc_h2.H2Server:
     "`frontend`'s RPCs (and the health service) on the h2 transport."
-    if options.ssl is not None: raise ValueError('--grpc-transport=h2 does not serve TLS (--grpc-use-ssl): use the default transport')
+    context = server_ssl_context(options.ssl) if options.ssl is not None else None
     methods = {f'/inference.GRPCInferenceService/{name}': m for name, m in service_methods(frontend).items()}
     methods['/grpc.health.v1.Health/Check'] = grpc_h2.Method(frontend.HealthCheck, bytes, bytes)
-    try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port).start()
+    try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port, options.max_message_size,
+                                                grpc_h2.Keepalive(**vars(options.keepalive)), context).start()
     except OSError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
 
 # %% ../nbs/08a_grpc.ipynb #b554bb9c
