@@ -100,16 +100,11 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
 
 # %% ../nbs/08_http.ipynb #b5636424
 def _declared_binary_size(doc) -> int:
-    "Sum of the inputs' binary_data_size, or a huge number when any is missing or invalid (check skipped)."
+    "Sum of the inputs' binary_data_size (inputs without one add 0), or a huge number when one is invalid (check skipped)."
     inputs = doc.get('inputs') if isinstance(doc, dict) else None
-    total = 0
-    for i in inputs if isinstance(inputs, list) else []:
-        p = i.get('parameters') if isinstance(i, dict) else None
-        if not isinstance(p, dict) or 'binary_data_size' not in p: continue
-        n = p['binary_data_size']
-        if type(n) is not int or n < 0: return 1 << 62
-        total += n
-    return total
+    params = [i.get('parameters') for i in (inputs if isinstance(inputs, list) else []) if isinstance(i, dict)]
+    sizes = [p['binary_data_size'] for p in params if isinstance(p, dict) and 'binary_data_size' in p]
+    return sum(sizes) if all(type(n) is int and n >= 0 for n in sizes) else 1 << 62
 
 # %% ../nbs/08_http.ipynb #45d60153
 def _output_options(doc:dict, reserved:dict, shm=None) -> dict:
@@ -134,10 +129,8 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
     outputs, blobs = [], []
     for name, arr in resp.outputs.items():
         opt = default if default is not None else opts.get(name, (False, 0))
-        if isinstance(opt, Placement):   # written to shared memory already (write_outputs): metadata only
-            outputs.append({'name': name, 'datatype': 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype), 'shape': list(arr.shape)})
-            continue
-        binary, k = opt
+        shm = isinstance(opt, Placement)   # written to shared memory already (write_outputs): metadata only
+        binary, k = (False, 0) if shm else opt
         if k: arr = classify(arr, k, batching, (labels or {}).get(name))
         datatype = wire_from_numpy(arr.dtype) if arr.dtype != object else 'BYTES'
         entry = {'name': name, 'datatype': datatype, 'shape': list(arr.shape)}
@@ -145,7 +138,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
             blob = to_binary(arr, datatype)
             entry['parameters'] = {'binary_data_size': len(blob) if isinstance(blob, bytes) else blob.nbytes}
             blobs.append(blob)
-        else: entry['data'] = json_data(arr, datatype)   # numbers: written from the array (01_tensors)
+        elif not shm: entry['data'] = json_data(arr, datatype)   # numbers: written from the array (01_tensors)
         outputs.append(entry)
     doc = {'id': req.id} if req.id else {}
     doc['model_name'], doc['model_version'] = req.model_name, str(req.model_version)
@@ -202,9 +195,7 @@ class Call:
     def __init__(self, *values):
         for k, v in zip(self.__slots__, values): setattr(self, k, v)
 
-# The one route table: (kind, action) from parse_path -> (methods, --http-restricted-api group, handler(frontend, call)).
-# Handlers return a Response, or a coroutine of one (None: a stream that sent itself). Each appendix adds its extension's.
-ROUTES = {}
+ROUTES = {}   # (kind, action) from parse_path -> (methods, --http-restricted-api group, handler(frontend, call))
 
 def add_routes(table:dict):
     "Add `{(kind, action): (methods, group, handler)}` entries to ROUTES (one method may be given as a string)."
@@ -260,8 +251,6 @@ def _model_get(self:HTTPFrontend, name, version, action) -> Response:
 def _stats(self:HTTPFrontend, *a) -> Response: return Response(200, json_dumps(self.server.statistics()))
 
 # %% ../nbs/08_http.ipynb #e0580d74
-from .server import OFF_LOOP_BYTES
-
 @patch
 async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=None) -> Response:
     received = time.monotonic_ns()
@@ -292,22 +281,19 @@ def _infer_submit(self:HTTPFrontend, m, name, version, body, decoded, headers, r
 
 @patch
 def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
-    "The Response to a finished inference; a coroutine of it when the outputs are big enough to encode on a thread."
+    "The Response to a finished inference (a coroutine of it for big outputs: the appendix on big bodies)."
     sending = time.monotonic_ns()
     try:
         if resp is None: resp = InferenceResponse()
         if resp.error is not None: return error_response(resp.error)
         self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
-        labels, size = m.labels if labelled else None, output_bytes(resp)
-        if size <= OFF_LOOP_BYTES: return encode_infer_response(req, resp, opts, m.batching, labels)
-        return off_loop(size, encode_infer_response, req, resp, opts, m.batching, labels)
+        return encode_infer_response(req, resp, opts, m.batching, m.labels if labelled else None)
     finally:
         if trace: trace.sent(sending)
 
 @patch
 async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
-    "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process (issue 26, below)."
-    if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
+    "`decode_infer_request` off the event loop: on a thread when the body is not tiny (a big JSON part: appendix)."
     return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
 
 # %% ../nbs/08_http.ipynb #709e97d6
@@ -336,7 +322,6 @@ def _error_answer(e:Exception, method:str, path:str) -> Response:
     "The answer to what a handler raised: Triton's error, a _Reply's response, or INTERNAL and a throttled log line."
     if isinstance(e, TritonError): return error_response(e)
     if isinstance(e, _Reply): return e.response
-    # a bug, or a request shape nobody foresaw
     _noisy.report(exception_kind(e), f'{method} {path[:200]} failed: {exception_kind(e)}', e, logging.ERROR)
     return error_response(TritonError(INTERNAL_ERROR, 'INTERNAL'))
 
@@ -348,9 +333,6 @@ async def __call__(self:HTTPFrontend, scope, receive, send):
         return
     try: await self._serve(scope, receive, send)
     except _ClientGone: return       # nobody to answer
-    except asyncio.CancelledError:   # cut at --exit-timeout-secs: still Triton's JSON error, not uvicorn's plain-text 500
-        try: await _send(send, error_response(TritonError(CUT_AT_EXIT, 'UNAVAILABLE')))
-        except Exception: pass
     except Exception as e:
         _noisy.report(exception_kind(e), f"{scope.get('method')} request failed: {exception_kind(e)}", e, logging.ERROR)
         try: await _send(send, error_response(TritonError(INTERNAL_ERROR, 'INTERNAL')))
@@ -359,24 +341,11 @@ async def __call__(self:HTTPFrontend, scope, receive, send):
 @patch
 async def _serve(self:HTTPFrontend, scope, receive, send):
     headers = dict(scope['headers'])
-    length = int(headers.get(b'content-length', 0) or 0)
-    if length > self.max_input_size: return await _send(send, _too_large(length, self.max_input_size))
     body = await _read_body(receive, self.max_input_size)
-    if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
     path = (scope.get('raw_path') or scope['path'].encode()).split(b'?', 1)[0]
     raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
     resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw, receive)
-    if resp is None: return          # a stream that already sent itself
-    if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
-        resp = await off_loop(len(resp.body), _compress, resp, headers[b'accept-encoding'])
-    await _send(send, resp)
-
-CUT_AT_EXIT = 'the server is shutting down and the request did not finish within --exit-timeout-secs'
-
-def _too_large(n, limit):
-    return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
-
-
+    if resp is not None: await _send(send, resp)   # None: a stream that already sent itself
 
 # %% ../nbs/08_http.ipynb #03b51f42
 from .tensors import to_json_data
@@ -584,6 +553,25 @@ async def _inflated(self:HTTPFrontend, body:bytes, encoding:bytes|None) -> bytes
     if len(body) <= 4096: return inflate(body, self.max_input_size)
     return await asyncio.to_thread(inflate, body, self.max_input_size)
 
+# %% ../nbs/08_http.ipynb #ba2f5676
+@patch
+async def _serve(self:HTTPFrontend, scope, receive, send):
+    headers = dict(scope['headers'])
+    length = int(headers.get(b'content-length', 0) or 0)
+    if length > self.max_input_size: return await _send(send, _too_large(length, self.max_input_size))
+    body = await _read_body(receive, self.max_input_size)
+    if len(body) > self.max_input_size: return await _send(send, _too_large(len(body), self.max_input_size))
+    path = (scope.get('raw_path') or scope['path'].encode()).split(b'?', 1)[0]
+    raw = scope.get('extensions', {}).get('triton_mini.raw_headers') if self.restricted_apis or self.header_forward else None
+    resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw, receive)
+    if resp is None: return          # a stream that already sent itself
+    if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
+        resp = await off_loop(len(resp.body), _compress, resp, headers[b'accept-encoding'])
+    await _send(send, resp)
+
+def _too_large(n, limit):
+    return Response(413, json_dumps({'error': f'request body of {n} bytes exceeds the maximum input size of {limit} bytes (--http-max-input-size)'}))
+
 # %% ../nbs/08_http.ipynb #a8115842
 def _raw_request(m, name, version, body) -> InferenceRequest:
     "The one-input request a raw body is, for model `m`."
@@ -698,6 +686,17 @@ def forwarded_headers(self:HTTPFrontend, headers:list) -> dict:
         if self.header_forward.search(key): out[key] = value.decode('utf-8', 'replace')
     return out
 
+# %% ../nbs/08_http.ipynb #7ab2b00a
+CUT_AT_EXIT = 'the server is shutting down and the request did not finish within --exit-timeout-secs'
+_answer_request = HTTPFrontend.__call__   # the main story's entry point
+
+@patch
+async def __call__(self:HTTPFrontend, scope, receive, send):
+    try: await _answer_request(self, scope, receive, send)
+    except asyncio.CancelledError:   # cut at --exit-timeout-secs: still Triton's JSON error, not uvicorn's plain-text 500
+        try: await _send(send, error_response(TritonError(CUT_AT_EXIT, 'UNAVAILABLE')))
+        except Exception: pass
+
 # %% ../nbs/08_http.ipynb #f203f280
 from concurrent.futures.process import BrokenProcessPool
 from .http_hardening import DecodeWorker, _spill, _unpack_inputs, _pickled_slices, _NeedsServer, _NoSharedMemory
@@ -734,6 +733,30 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
 def close(self:HTTPFrontend):
     "Stop the front end's worker process, if it started (HTTPService.stop and the command call this)."
     if self.json_worker is not None: self.json_worker.close()
+
+# %% ../nbs/08_http.ipynb #c1a17802
+@patch
+async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
+    "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process."
+    if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
+    return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+
+# %% ../nbs/08_http.ipynb #43bd316e
+from .server import OFF_LOOP_BYTES
+
+@patch
+def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
+    "The Response to a finished inference; a coroutine of it when the outputs are big enough to encode on a thread."
+    sending = time.monotonic_ns()
+    try:
+        if resp is None: resp = InferenceResponse()
+        if resp.error is not None: return error_response(resp.error)
+        self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
+        labels, size = m.labels if labelled else None, output_bytes(resp)
+        if size <= OFF_LOOP_BYTES: return encode_infer_response(req, resp, opts, m.batching, labels)
+        return off_loop(size, encode_infer_response, req, resp, opts, m.batching, labels)
+    finally:
+        if trace: trace.sent(sending)
 
 # %% ../nbs/08_http.ipynb #5e74b725
 @patch
