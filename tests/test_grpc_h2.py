@@ -46,11 +46,11 @@ def inp(name, arr, datatype):
     return i
 
 
-def test_the_switch_is_off_by_default(monkeypatch):
+def test_h2_is_the_default_and_grpcio_a_choice(monkeypatch):
     monkeypatch.delenv(grpc_h2.TRANSPORT_ENV, raising=False)
-    assert grpc_h2.transport() == 'grpcio' and GRPCOptions().transport is None
-    monkeypatch.setenv(grpc_h2.TRANSPORT_ENV, 'h2')
-    assert grpc_h2.transport() == 'h2' and grpc_h2.transport('grpcio') == 'grpcio'
+    assert grpc_h2.transport() == 'h2' and GRPCOptions().transport is None
+    monkeypatch.setenv(grpc_h2.TRANSPORT_ENV, 'grpcio')
+    assert grpc_h2.transport() == 'grpcio' and grpc_h2.transport('h2') == 'h2'
     with pytest.raises(ValueError): grpc_h2.transport('http3')
 
 

@@ -117,7 +117,7 @@ def _grpc_security_args(p:argparse.ArgumentParser):
     p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
     p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
     p.add_argument('--grpc-transport', choices=('grpcio', 'h2'), default=None,
-                   help='triton-mini only: grpcio (grpc.aio, the default) or h2, our own HTTP/2 transport (opt-in, no TLS); default: $TRITON_MINI_GRPC_TRANSPORT, else grpcio')
+                   help='triton-mini only: h2, our own HTTP/2 transport (the default: 08f_grpc_h2), or grpcio (grpc.aio); default: $TRITON_MINI_GRPC_TRANSPORT, else h2')
     _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
     _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
     for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')

@@ -402,7 +402,7 @@ class GRPCOptions:
     infer_compression_level: str = 'none'                      # none, low, medium, high
     infer_allocation_pool_size: int = 8                        # accepted; no effect
     reuse_port: bool = False
-    transport: str | None = None                               # 'grpcio' or 'h2' (--grpc-transport); None: TRITON_MINI_GRPC_TRANSPORT, else grpcio
+    transport: str | None = None                               # 'h2' or 'grpcio' (--grpc-transport); None: TRITON_MINI_GRPC_TRANSPORT, else h2
     max_message_size: int = 2**31 - 1                          # Triton's MAX_GRPC_MESSAGE_SIZE, each way (gRPC's default is 4 MB); no flag
 
 # %% ../nbs/08e_grpc_extensions.ipynb #e66f56cf
