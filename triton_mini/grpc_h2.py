@@ -353,6 +353,17 @@ def too_large(self:H2Protocol, s:Stream, size:int):
 
 # %% ../nbs/08f_grpc_h2.ipynb #e53751b7
 @patch
+def failed(self:H2Protocol, s:Stream, e:BaseException):
+    """End a call whose handler raised: the handler's abort, DEADLINE_EXCEEDED for a call cut at its deadline (a client's
+    cancel ends it silently), UNKNOWN and a log line for anything else. Called in the `except` block."""
+    if isinstance(e, Abort): self.finish(s, e.code, e.details, s.ctx.trailing)
+    elif isinstance(e, asyncio.CancelledError):
+        if s.timed_out: self.finish(s, grpc.StatusCode.DEADLINE_EXCEEDED, 'Deadline Exceeded')
+    else:
+        log.exception(f'{s.method.handler!r} raised')
+        self.finish(s, grpc.StatusCode.UNKNOWN, f'Unexpected {type(e).__name__}: {e}')
+
+@patch
 async def run_unary(self:H2Protocol, s:Stream, data:bytes|None):
     m, ctx = s.method, s.ctx
     try:
@@ -361,12 +372,7 @@ async def run_unary(self:H2Protocol, s:Stream, data:bytes|None):
         response = await m.handler(m.parse(data), ctx)
         self.send_message(s, m.serialize(response))
         self.finish(s, ctx.code or grpc.StatusCode.OK, ctx.details, ctx.trailing)
-    except Abort as e: self.finish(s, e.code, e.details, ctx.trailing)
-    except asyncio.CancelledError:
-        if s.timed_out: self.finish(s, grpc.StatusCode.DEADLINE_EXCEEDED, 'Deadline Exceeded')
-    except Exception as e:
-        log.exception(f'{m.handler!r} raised')
-        self.finish(s, grpc.StatusCode.UNKNOWN, f'Unexpected {type(e).__name__}: {e}')
+    except (asyncio.CancelledError, Exception) as e: self.failed(s, e)
     self.flush()
 
 @patch
@@ -382,12 +388,7 @@ async def run_streaming(self:H2Protocol, s:Stream):
         async for response in m.handler(requests(), ctx):
             self.send_message(s, m.serialize(response)); self.flush()
         self.finish(s, ctx.code or grpc.StatusCode.OK, ctx.details, ctx.trailing)
-    except Abort as e: self.finish(s, e.code, e.details, ctx.trailing)
-    except asyncio.CancelledError:
-        if s.timed_out: self.finish(s, grpc.StatusCode.DEADLINE_EXCEEDED, 'Deadline Exceeded')
-    except Exception as e:
-        log.exception(f'{m.handler!r} raised')
-        self.finish(s, grpc.StatusCode.UNKNOWN, f'Unexpected {type(e).__name__}: {e}')
+    except (asyncio.CancelledError, Exception) as e: self.failed(s, e)
     self.flush()
 
 # %% ../nbs/08f_grpc_h2.ipynb #91b54248
