@@ -23,6 +23,9 @@ well under one core means the load generator was not the bottleneck.
     python bench/grpc_run.py --mini-flags='--python-backend-mode=process'
     python bench/grpc_run.py --ceiling                       # + bench/grpc_bare.py: what grpc.aio alone reaches
     python bench/grpc_run.py --only triton --only bare --only h2bare --only h2lib   # + own HTTP/2 echo (grpc_h2_bare.py)
+
+`bench/run.py --matrix` runs the same load as its workloads grpc_unary and grpc_stream (`workload` below), so the
+README's table judges issue 14's gRPC targets from the matrix JSON.
 """
 from __future__ import annotations
 import argparse, collections, datetime, json, os, re, resource, shutil, statistics, subprocess, sys, tempfile, time
@@ -33,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import run   # bench/run.py: Server, pin_tree, result_path, cpu_model, git_rev
 
 SERVICE = '/inference.GRPCInferenceService/'
+STREAM_MESSAGES = 32   # --stream-messages: requests each ModelStreamInfer stream writes (bench/run.py --matrix uses this)
 DATA = [float(i % 7) for i in range(16)]
 
 def frame(message) -> bytes:
@@ -48,6 +52,13 @@ def infer_request():
     req.inputs.add(name='INPUT0', datatype='FP32', shape=[1, 16])
     req.raw_input_contents.append(np.array([DATA], dtype=np.float32).tobytes())
     return req
+
+def write_bodies(work:Path, stream_messages:int) -> dict:
+    "h2load's `-d` files: one framed ModelInferRequest (unary), `stream_messages` of them back to back (stream)."
+    bodies = {'unary': work / 'unary.bin', 'stream': work / 'stream.bin'}
+    bodies['unary'].write_bytes(frame(infer_request()))
+    bodies['stream'].write_bytes(frame(infer_request()) * stream_messages)
+    return bodies
 
 def check(port:int) -> dict:
     "Answer sizes (bytes of data per unary call / per stream message) after checking both RPCs answer the input."
@@ -151,6 +162,25 @@ def run_all(args, work:Path, repo:Path, bodies:dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# bench/run.py --matrix: the gRPC workloads
+
+def summary(rs:list) -> dict:
+    "One matrix row (server, rpc, concurrency): medians over rounds, as run.summary gives for wrk; p50/p99 only if h2load logged them."
+    med = lambda key: statistics.median(r[key] for r in rs)
+    out = {'rps': med('rps')}
+    if all('p50_us' in r for r in rs): out.update(p50_ms=med('p50_us') / 1000, p99_ms=med('p99_us') / 1000)
+    return dict(out, errors=sum(r['failed'] for r in rs), answers_ok=all(r['bytes_ok'] for r in rs),
+                client_cpu=max(r['client_cpu'] for r in rs), rps_rounds=[r['rps'] for r in rs])
+
+def workload(args, work:Path, repo:Path, rpc:str) -> dict:
+    "`rpc` ('unary' or 'stream') for bench/run.py --matrix: run_all with run's settings, {server: {c: summary}}."
+    opts = argparse.Namespace(**vars(args))
+    opts.rpc, opts.stream_messages = [rpc], STREAM_MESSAGES
+    results = run_all(opts, work, repo, write_bodies(work, STREAM_MESSAGES))
+    return {k: {str(c): summary(results[k, rpc, c]) for c in args.concurrency} for k in args.only}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Report
 
 def report(args, results, load_before, load_after) -> str:
@@ -195,7 +225,7 @@ def main(argv=None):
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--duration', type=int, default=10)
     p.add_argument('--warmup', type=int, default=3)
-    p.add_argument('--stream-messages', type=int, default=32, help='requests each stream writes before closing its side')
+    p.add_argument('--stream-messages', type=int, default=STREAM_MESSAGES, help='requests each stream writes before closing its side')
     p.add_argument('--server-core', type=int, default=0)
     p.add_argument('--client-core', type=int, default=1)
     p.add_argument('--base', metavar='CHECKOUT', help='add triton-mini from this checkout as `mini` ("before"); this '
@@ -230,12 +260,8 @@ def main(argv=None):
         work = Path(tmp)
         repo = work / 'repo'
         shutil.copytree(HERE / 'repo', repo)
-        from tritonclient.grpc import service_pb2 as pb
-        bodies = {'unary': work / 'unary.bin', 'stream': work / 'stream.bin'}
-        bodies['unary'].write_bytes(frame(infer_request()))
-        bodies['stream'].write_bytes(frame(infer_request()) * args.stream_messages)
         before = os.getloadavg()[0]
-        results = run_all(args, work, repo, bodies)
+        results = run_all(args, work, repo, write_bodies(work, args.stream_messages))
         text = report(args, results, before, os.getloadavg()[0])
         print('\n' + text.split('<details>')[0])
         if not args.no_save:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# bench/grpc_run.py does `import run`: run as a script, that must be this module (one Server, one NAMES, one MINI_GRPC)
+sys.modules.setdefault('run', sys.modules[__name__])
 ORACLE = os.environ.get('TRITON_ORACLE') or str(ROOT.parent / 'shared' / 'oracle' / 'real-triton')
 if 'TRITON_ORACLE' not in os.environ and not os.access(ORACLE, os.X_OK): ORACLE = str(ROOT / 'tools' / 'real_triton.py')
 MODEL = 'identity'   # --model: identity (FP32 [1,16] echoed), or mlp / mlp_batched / mlp_adaptive (FP32 [1,64] in)
@@ -341,18 +343,23 @@ def short(frame:str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Configuration of one workload, and the whole matrix (issue 14)
 
-# name -> (--workload, --model): what bench/run.py measured as separate runs before --matrix
+# name -> (--workload, --model): what bench/run.py measured as separate runs before --matrix; 'grpc': identity over
+# gRPC, loaded by h2load with bench/grpc_run.py's functions instead of wrk (GRPC: which RPC)
 MATRIX = {'identity': ('small', 'identity'), 'mlp': ('small', 'mlp'), 'mlp_batched': ('small', 'mlp_batched'),
-          'mlp_adaptive': ('small', 'mlp_adaptive'), 'json256k': ('json256k', None), 'binary256k': ('binary256k', None)}
+          'mlp_adaptive': ('small', 'mlp_adaptive'), 'json256k': ('json256k', None), 'binary256k': ('binary256k', None),
+          'grpc_unary': ('grpc', 'identity'), 'grpc_stream': ('grpc', 'identity')}
+GRPC = {'grpc_unary': 'unary', 'grpc_stream': 'stream'}
 # Servers left out of a workload: MLServer has no binary tensor extension; adaptive_queue_delay is triton-mini's
-# (Triton runs mlp_batched's rule on it, and the bar compares with Triton's mlp_batched), so only triton-mini runs it.
-SKIP = {'binary256k': {'mlserver'}, 'mlp_adaptive': {'triton', 'uvicorn', 'mlserver', 'exp'}}
+# (Triton runs mlp_batched's rule on it, and the bar compares with Triton's mlp_batched), so only triton-mini runs it;
+# the gRPC workloads compare triton-mini with Triton only (the uvicorn ceiling is HTTP; MLServer's gRPC is not measured).
+SKIP = {'binary256k': {'mlserver'}, 'mlp_adaptive': {'triton', 'uvicorn', 'mlserver', 'exp'},
+        **{name: {'uvicorn', 'mlserver'} for name in GRPC}}
 
 def configure(name:str):
     "Set the model, JSON body and wire body (with wrk's headers) for a workload or a bench/repo model name."
     global WORKLOAD, MODEL, BODY, WIRE_BODY, WIRE_HEADERS
     WORKLOAD, model = MATRIX.get(name, ('small', name))
-    if WORKLOAD == 'small': MODEL, BODY = model, body_for(model)
+    if WORKLOAD in ('small', 'grpc'): MODEL, BODY = model, body_for(model)
     else: MODEL, BODY = 'identity_big', big_json()
     WIRE_BODY, WIRE_HEADERS = BODY.encode(), 'wrk.headers["Content-Type"] = "application/json"'
     if WORKLOAD == 'binary256k':
@@ -381,6 +388,7 @@ def summary(rs:list) -> dict:
 
 def matrix(args, work:Path, repo:Path, names:list):
     "Every workload of `names`, each with its servers interleaved over rounds; one JSON with medians, ratios and targets."
+    global MINI_GRPC
     sys.path.insert(0, str(ROOT / 'tools'))
     import perf_report
     started, before, servers = datetime.datetime.now(), os.getloadavg()[0], list(args.only)
@@ -390,9 +398,18 @@ def matrix(args, work:Path, repo:Path, names:list):
         script = write_load(work)
         args.only = [k for k in servers if k not in SKIP.get(name, ())]
         print(f'== {name} ({MODEL}, {WORKLOAD}): {", ".join(args.only)}', flush=True)
+        MINI_GRPC = name in GRPC   # triton-mini serves gRPC only where it is measured: the HTTP rows stay as before
+        if name in GRPC:
+            import grpc_run
+            results = grpc_run.workload(args, work, repo, GRPC[name])
+            workloads[name] = {'model': MODEL, 'workload': WORKLOAD, 'rpc': GRPC[name], 'load': 'h2load',
+                               **({'stream_messages': grpc_run.STREAM_MESSAGES} if name == 'grpc_stream' else {}),
+                               'servers': list(args.only), 'results': results}
+            continue
         results = run(args, work, repo, script)
         workloads[name] = {'model': MODEL, 'workload': WORKLOAD, 'servers': list(args.only),
                            'results': {k: {str(c): summary(results[k, c]) for c in args.concurrency} for k in args.only}}
+    MINI_GRPC = False
     data = {'date': f'{started:%Y-%m-%d %H:%M}', 'commit': git_rev(),
             'machine': f'{os.cpu_count()} cores, {cpu_model()}', 'load_before': before, 'load_after': os.getloadavg()[0],
             'python_backend_mode': python_backend_mode(), 'mini_flags': MINI_FLAGS,
@@ -434,8 +451,8 @@ def main(argv=None):
                    "one string: --mini-flags='--python-backend-mode=process'")
     p.add_argument('--matrix', nargs='*', metavar='WORKLOAD', choices=MATRIX,
                    help=f'issue 14\'s whole matrix in one run (default every workload: {" ".join(MATRIX)}), every server '
-                   'found (triton, mini, the bare uvicorn ceiling, MLServer); writes results/<date>-matrix.json '
-                   '(tools/perf_report.py turns it into README\'s table and chart)')
+                   'found (triton, mini, the bare uvicorn ceiling, MLServer; gRPC: triton and mini, loaded by h2load as in '
+                   'bench/grpc_run.py); writes results/<date>-matrix.json (tools/perf_report.py turns it into README\'s table and chart)')
     p.add_argument('--mlserver', metavar='COMMAND', help='MLServer\'s `mlserver` command (default $MLSERVER, else on PATH)')
     args = p.parse_args(argv)
     global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MLSERVER
@@ -456,8 +473,10 @@ def main(argv=None):
     if 'mlserver' in args.only and not MLSERVER: sys.exit('mlserver not found (pip install mlserver; --mlserver or $MLSERVER)')
     if 'mlserver' in args.only:   # `mlserver, version 1.7.1`
         NAMES['mlserver'] = 'MLServer ' + subprocess.run([MLSERVER, '--version'], capture_output=True, text=True).stdout.split()[-1]
-    for tool in ('wrk', 'taskset'):
-        if shutil.which(tool) is None: sys.exit(f'{tool} not found (apt-get install {"wrk" if tool == "wrk" else "util-linux"})')
+    grpc = args.matrix is not None and any(n in GRPC for n in args.matrix or MATRIX)
+    for tool in ('wrk', 'taskset') + (('h2load',) if grpc else ()):
+        if shutil.which(tool) is None:
+            sys.exit(f'{tool} not found (apt-get install {dict(wrk="wrk", h2load="nghttp2-client").get(tool, "util-linux")})')
     if 'triton' in args.only and not os.access(ORACLE, os.X_OK): sys.exit(f'real Triton oracle not found at {ORACLE} (set TRITON_ORACLE)')
     with tempfile.TemporaryDirectory(prefix='triton_mini_bench_') as tmp:
         work = Path(tmp)

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
-from perf_report import TARGETS, evaluate, markdown
+from perf_report import LABELS, TARGETS, evaluate, markdown
 
 
 def run_of(results:dict) -> dict:
@@ -17,7 +17,7 @@ def test_each_target_is_met_not_met_or_not_measured():
     data = run_of({'identity': {'triton': {1: (100, 1.0)}, 'mini': {1: (130, 1.1)}},
                    'mlp': {'mini': {1: (1000, 1.0)}}, 'mlp_adaptive': {'mini': {1: (899, 1.0)}}})
     got = {(t['workload'], t['concurrency'], t['measure']): t for t in evaluate(data)}
-    assert len(got) == len(TARGETS)
+    assert len(got) == sum(t['workload'] in ('identity', 'mlp', 'mlp_adaptive') for t in TARGETS)   # the workloads run
     assert got['identity', 1, 'rps']['met'] is True and abs(got['identity', 1, 'rps']['value'] - 1.3) < 1e-9   # >= 1.2x
     assert got['identity', 1, 'p99']['met'] is False                                # 1.1x Triton's p99: over the bar
     assert got['identity', 8, 'rps']['met'] is None and got['identity', 8, 'rps']['value'] is None   # not run
@@ -29,4 +29,20 @@ def test_the_table_says_so():
     md = markdown(data)
     assert '| identity FP32[1,16], JSON | 8 | 100 | 190 | 1.90× | 0.90× | req/s ≥ 1.8×: 1.90× met; p99 ≤ 1×: 0.90× met |' in md
     assert 'req/s ≥ 3×: not measured' not in md                                    # workloads not in the run: no rows
-    assert md.endswith('6 of 18 targets met in this run.')
+    assert md.endswith('6 of 6 targets met in this run.')                          # nor targets
+
+
+def test_grpc_rows():
+    "bench/run.py --matrix grpc_unary grpc_stream: unary >= 1.2x and streaming >= 1.5x Triton at each c, p99 when h2load gave it."
+    data = run_of({'grpc_unary': {'triton': {c: (1000, 2.0) for c in (1, 8, 64)}, 'mini': {1: (1100, 1.0), 8: (1300, 3.0), 64: (1250, 1.0)}},
+                   'grpc_stream': {'triton': {c: (1000, 2.0) for c in (1, 8, 64)}, 'mini': {1: (1600, 1.0), 8: (1400, 1.0), 64: (1500, 1.0)}}})
+    for c in (1, 8, 64): del data['workloads']['grpc_stream']['results']['mini'][str(c)]['p99_ms']   # h2load without a log
+    data['workloads']['grpc_unary']['results']['mini']['64']['answers_ok'] = False                 # gRPC errors counted as 200s
+    got = {(t['workload'], t['concurrency']): t['met'] for t in evaluate(data)}
+    assert got == {('grpc_unary', 1): False, ('grpc_unary', 8): True, ('grpc_unary', 64): None,
+                   ('grpc_stream', 1): True, ('grpc_stream', 8): False, ('grpc_stream', 64): True}
+    md = markdown(data)
+    assert f'| {LABELS["grpc_unary"]} | 8 | 1,000 | 1,300 | 1.30× | 1.50× | req/s ≥ 1.2×: 1.30× met |' in md
+    assert f'| {LABELS["grpc_unary"]} | 64 | 1,000 | — | — | — | req/s ≥ 1.2×: not measured |' in md
+    assert f'| {LABELS["grpc_stream"]} | 8 | 1,000 | 1,400 | 1.40× | — | req/s ≥ 1.5×: 1.40× **not met** |' in md
+    assert md.endswith('3 of 6 targets met in this run.')

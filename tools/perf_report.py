@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / 'bench' / 'results'
 
 # The workloads in README's order, with the words the table uses.
+# gRPC rows count inferences/s (a ModelStreamInfer stream carries 32); their p50/p99 are per call, or per whole stream.
 LABELS = {'identity': 'identity FP32[1,16], JSON', 'mlp': 'numpy MLP, no batching', 'mlp_batched': 'MLP, dynamic batching 2 ms',
-          'mlp_adaptive': 'MLP, adaptive_queue_delay', 'json256k': '256 KB tensor, JSON', 'binary256k': '256 KB tensor, binary'}
+          'mlp_adaptive': 'MLP, adaptive_queue_delay', 'json256k': '256 KB tensor, JSON', 'binary256k': '256 KB tensor, binary',
+          'grpc_unary': 'identity, gRPC ModelInfer', 'grpc_stream': 'identity, gRPC ModelStreamInfer'}
 
 def _t(workload, c, measure, bar, num=None, den=None):
     "One target: `measure` is 'rps' (at least `bar` times) or 'p99' (at most `bar` times), of num over den."
@@ -30,14 +32,18 @@ TARGETS = ([_t('identity', 1, 'rps', 1.2), _t('identity', 8, 'rps', 1.8), _t('id
            + [_t('mlp_batched', 64, 'rps', 1.3)]
            + [_t('json256k', c, 'rps', 3.0) for c in (1, 8, 64)]
            + [_t('binary256k', c, 'rps', 2.0) for c in (8, 64)]
+           # "gRPC unary (tritonclient.grpc-style) >= 1.2x; streaming >= 1.5x": at every concurrency
+           + [_t('grpc_unary', c, 'rps', 1.2) for c in (1, 8, 64)]
+           + [_t('grpc_stream', c, 'rps', 1.5) for c in (1, 8, 64)]
            # the idle-aware batcher's bar: at c=1 >= 0.9x its own unbatched model, at c=64 >= 1.0x Triton's batched
            + [_t('mlp_adaptive', 1, 'rps', 0.9, den=['mini', 'mlp', 1]),
               _t('mlp_adaptive', 64, 'rps', 1.0, den=['triton', 'mlp_batched', 64])])
 
 def _get(data, kind, workload, c, key):
-    "A median from the run, or None when that server did not run that workload."
+    """A median from the run, or None when that server did not run that workload, the run has no such figure (h2load
+    without latencies), or the answers were wrong (gRPC: h2load counts an error in the trailers as a success)."""
     r = data['workloads'].get(workload, {}).get('results', {}).get(kind, {}).get(str(c))
-    return None if r is None else r[key]
+    return None if r is None or r.get('answers_ok') is False else r.get(key)
 
 def ratio(data, num, den, measure) -> float|None:
     key = 'rps' if measure == 'rps' else 'p99_ms'
@@ -45,9 +51,10 @@ def ratio(data, num, den, measure) -> float|None:
     return None if a is None or not b else a / b
 
 def evaluate(data) -> list:
-    "Every target with the run's ratio and whether it is met (None: not measured in this run)."
+    "Every target of the workloads in the run with its ratio and whether it is met (None: not measured in this run)."
     out = []
     for t in TARGETS:
+        if t['workload'] not in data['workloads']: continue   # `--matrix identity`: judged on identity's targets alone
         r = ratio(data, t['num'], t['den'], t['measure'])
         met = None if r is None else (r >= t['bar'] if t['measure'] == 'rps' else r <= t['bar'])
         out.append(dict(t, value=r, met=met))
@@ -106,7 +113,7 @@ def chart(data, path:Path):
               for c in data['settings']['concurrency']]
     bars = {(t['workload'], t['concurrency']): t['bar'] for t in evaluate(data) if t['measure'] == 'rps' and t['den'][0] == 'triton'
             and t['den'][1] == t['workload']}
-    fig, ax = plt.subplots(figsize=(10, 3.6), dpi=80)
+    fig, ax = plt.subplots(figsize=(max(10, 0.5 * len(groups)), 3.6), dpi=80)   # 18 groups: 10 in, as before gRPC
     width = 0.8 / len(kinds)
     for i, (k, name, col) in enumerate(kinds):
         xs = [g + (i - (len(kinds) - 1) / 2) * width for g in range(len(groups))]
