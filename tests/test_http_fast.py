@@ -236,3 +236,40 @@ def test_the_switch_and_what_the_front_end_leaves_to_asgi(monkeypatch):
     assert on.fast_handler(b'/v2/models/m/infer', {}, 1 << 20) is None
     assert HTTPFrontend(server, fast_path=True, restricted_apis={'inference': ('k', 'v')}).fast_handler(b'/v2/models/m/infer', {}, 10) is None
     assert HTTPFrontend(server, fast_path=True, header_forward_pattern='x-.*').fast_handler(b'/v2/models/m/infer', {}, 10) is None
+
+
+@pytest.fixture
+def lane(monkeypatch):
+    "What the lane (07a: reading the plain request without the parser) found at the start of each read: True = a whole plain request."
+    import triton_mini.asgi as asgi
+    seen, real = [], asgi.plain_request
+    def spy(data, max_head):
+        got = real(data, max_head)
+        seen.append(got is not None and len(data) >= got[2] + got[3])
+        return got
+    monkeypatch.setattr(asgi, 'plain_request', spy)
+    return seen
+
+
+def test_the_lane_reads_a_plain_request_without_the_parser(servers, lane):
+    fast, spy, slow = servers
+    assert exchange(fast.http_port, SAME['json']) == exchange(slow.http_port, SAME['json'])
+    assert lane == [True]
+
+
+def test_the_lane_holds_what_comes_while_it_answers(servers, lane):
+    "A pipelining client: the second request arrives with the first, waits in `_held`, and is read by the lane after it."
+    fast, spy, slow = servers
+    burst = infer('slow', b'\0\0\x80?', b'Inference-Header-Content-Length: 0\r\n') + infer('add_sub', add_sub(5))
+    got = exchange(fast.http_port, burst, answers=2)
+    assert got == exchange(slow.http_port, burst, answers=2)
+    assert lane == [True, True]
+
+
+def test_the_lane_leaves_odd_heads_and_partial_bodies_to_the_parser(servers, lane):
+    fast, spy, slow = servers
+    twice = infer('add_sub', add_sub(), b'X-A: 1\r\nX-A: 2\r\n')
+    assert exchange(fast.http_port, twice) == exchange(slow.http_port, twice)
+    data = infer('add_sub', add_sub(3))
+    assert exchange(fast.http_port, data, pieces=[len(data) - 3]) == exchange(slow.http_port, data)
+    assert lane == [False, False]   # both answered on the parser-fed fast path

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'STATUS_LINE', 'FAST_BODY_BYTES',
            'Response', 'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind',
            'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket',
-           'HTTPService', 'response_bytes', 'FastPath']
+           'HTTPService', 'response_bytes', 'FastPath', 'plain_request']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -459,3 +459,73 @@ class FastPath:
         if type(cycle) is not _FastRequest: return super()._start_asgi_task(cycle, app)
         cycle.waiting = False
         self.loop.call_soon(cycle.set)   # not nested: a run of pipelined errors must not recurse
+
+# %% ../nbs/07a_asgi.ipynb #cc1be8da
+_ODD_HEAD = re.compile(rb'[^\t\r\n\x20-\x7e]|\r(?!\n)|(?<!\r)\n')   # control bytes, bare CR or LF, non-ASCII
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_PLAIN_URL = re.compile(rb"/[A-Za-z0-9._~!$&'()*+,;=:@/-]*\Z")
+
+def plain_request(data:bytes, max_head:int) -> tuple|None:
+    "(url, headers, body offset, content-length) of a plain POST at the start of `data`, or None: the parser reads it."
+    end = data.find(b'\r\n\r\n', 0, max_head)
+    if end < 0 or _ODD_HEAD.search(data, 0, end): return None
+    lines = data[:end].split(b'\r\n')
+    first = lines[0].split(b' ')
+    if len(first) != 3 or first[0] != b'POST' or first[2] != b'HTTP/1.1' or not _PLAIN_URL.match(first[1]): return None
+    headers = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(b':')
+        if not colon or not _TOKEN.match(name): return None
+        headers[name.lower()] = value.strip(b' \t')
+    if len(headers) != len(lines) - 1 or not _NOT_FAST.isdisjoint(headers): return None
+    length, connection = headers.get(b'content-length', b''), headers.get(b'connection', b'keep-alive').lower()
+    if not length.isdigit() or int(length) > FAST_BODY_BYTES or connection not in (b'keep-alive', b'close'): return None
+    return first[1], headers, end + 4, int(length)
+
+# %% ../nbs/07a_asgi.ipynb #3b6586b3
+FastPath._parsing = FastPath._in_lane = False   # per connection (set on the instance): see below
+FastPath._held = None
+
+@patch
+def on_message_begin(self:FastPath):
+    self._parsing = True    # the parser holds part of a message: the lane must not read past it
+    super(FastPath, self).on_message_begin()
+
+@patch
+def on_message_complete(self:FastPath):
+    self._parsing = False
+    super(FastPath, self).on_message_complete()
+
+@patch
+def data_received(self:FastPath, data:bytes):
+    if self._held is not None:            # a lane request is being answered: the next ones wait their turn
+        self._held += data
+        return self.flow.pause_reading()
+    if self._fast is not None and not self._parsing and not self._over_cap and (self.cycle is None or self.cycle.response_complete):
+        data = self._lane(data)
+        if not data: return
+    super(FastPath, self).data_received(data)
+
+@patch
+def _lane(self:FastPath, data:bytes) -> bytes:
+    "Answer the plain requests at the start of `data` (the whole of each is there); returns what the parser reads."
+    while data and (got := plain_request(data, self.limits.max_header_size)) is not None:
+        url, headers, begin, length = got
+        if len(data) < begin + length or (start := self._fast(url, headers, length)) is None: break
+        self._unset_keepalive_if_required()
+        self._deadline = None                 # as at the end of a parsed message: the request is in
+        cycle = self.cycle = _FastRequest(self, start, headers.get(b'connection', b'').lower() != b'close', False)
+        cycle.body, cycle.more_body, self._held, self._in_lane = data[begin:begin + length], False, data[begin + length:], True
+        try: cycle.set()
+        finally: self._in_lane = False
+        if not cycle.response_complete: return b''   # answered later: on_response_complete reads `_held` then
+        data, self._held = self._held, None
+        if self.transport.is_closing(): return b''
+    return data
+
+@patch
+def on_response_complete(self:FastPath):
+    super(FastPath, self).on_response_complete()
+    if self._held is not None and not self._in_lane:   # a lane request answered later: what came meanwhile, in order
+        held, self._held = self._held, None
+        if held and not self.transport.is_closing(): self.data_received(held)
