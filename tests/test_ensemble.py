@@ -72,6 +72,32 @@ def write_serving_repo(root):
     write_model(root, 'vstep', step_config('addv') + '\nversion_policy: { all: { } }', STEP, versions=(1, 2))
     write_model(root, 'ens_v1', ensemble_config([('vstep', {'IN': 'X'}, {'OUT': 'Y'}, 1)]), None)
     write_model(root, 'ens_vlatest', ensemble_config([('vstep', {'IN': 'X'}, {'OUT': 'Y'})]), None)
+    write_mixed_batching(root)
+
+
+def write_mixed_batching(root):
+    "Batching and non-batching steps in one ensemble (Triton's QA inconsistent_shape, conflicting_scheduler_ensemble)."
+    write_model(root, 'b_add', step_config('add1'), STEP)                         # batching (mbs 4), dims [2]
+    write_model(root, 'b_mul', step_config('mul2'), STEP)
+    write_model(root, 'nb_any', step_config('mul2', mbs=0, dims=(-1, 2)), STEP)   # non-batching, any number of rows
+    write_model(root, 'nb_one', step_config('mul2', mbs=0, dims=(2,)), STEP)      # non-batching, one row
+    write_model(root, 'ens_mixed', ensemble_config([('b_add', {'IN': 'X'}, {'OUT': 't'}), ('nb_any', {'IN': 't'}, {'OUT': 'Y'})],
+                                                   mbs=2), None)
+    write_model(root, 'ens_nb_one', ensemble_config([('nb_one', {'IN': 'X'}, {'OUT': 'Y'})]), None)
+    write_model(root, 'ens_nb_over_b', ensemble_config([('b_add', {'IN': 'X'}, {'OUT': 't'}), ('b_mul', {'IN': 't'}, {'OUT': 'Y'})],
+                                                       mbs=0), None)
+    write_model(root, 'ens_nb_chain', ensemble_config([('b_add', {'IN': 'X'}, {'OUT': 't'}), ('nb_one', {'IN': 't'}, {'OUT': 'Y'})],
+                                                      mbs=0), None)
+
+
+# (ensemble, input shape) -> (output, the shape each step received); None: the request fails
+MIXED = {
+    ('ens_mixed', (2, 2)): ([[4, 6], [8, 10]], {'b_add': [2, 2], 'nb_any': [2, 2]}),     # a batch goes through whole
+    ('ens_nb_one', (1, 2)): ([[2, 4]], {'nb_one': [2]}),                                # batch 1: the batch dim dropped, then restored
+    ('ens_nb_one', (2, 2)): (None, {}),                                                 # a batch of 2 cannot be one row
+    ('ens_nb_over_b', (2,)): ([4, 6], {'b_add': [1, 2], 'b_mul': [1, 2]}),             # a batch dim of 1 added, then dropped
+    ('ens_nb_chain', (2,)): ([4, 6], {'b_add': [1, 2], 'nb_one': [2]}),
+}
 
 
 # ensembles.md §4: name -> (config, stage, Triton's message)
@@ -189,6 +215,21 @@ def test_an_ensemble_without_batching_can_wrap_a_batching_model(server):
     # max_batch_size 0 with dims [-1, 2]: the whole shape, batch dimension included, goes to m4 (mbs 4)
     resp = server.infer('ens_mbs0', {'X': fp32([1, 2], [3, 4], [5, 6])})
     assert resp['Y'].tolist() == [[1, 2], [3, 4], [5, 6]]
+
+
+@pytest.mark.parametrize('case', MIXED, ids=lambda c: f'{c[0]}-{c[1]}')
+def test_mixed_batching_steps_get_their_own_shapes(server, case):
+    "Like Triton, a tensor passing between batching and non-batching steps gains or loses a batch dimension of 1."
+    (model, shape), (want, step_shapes) = case, MIXED[case]
+    for m in step_shapes: clear_executions(model_dir(server, m))
+    x = np.arange(1, 1 + int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    if want is None:
+        with pytest.raises(TritonError) as e: server.infer(model, {'X': x})
+        assert e.value.message == ("in ensemble 'ens_nb_one', [request id: <id_unknown>] unexpected shape for input 'IN' for model 'nb_one'. "
+                                   "Expected [2], got [2,2]. "), e.value.message
+        return
+    assert server.infer(model, {'X': x})['Y'].tolist() == want
+    assert {m: log_of(server, m)[0]['shapes'][0] for m in step_shapes} == step_shapes
 
 
 def test_step_model_version(server):
@@ -411,6 +452,20 @@ def test_oracle_ensemble_outputs_match_real_triton(serving_twins, model, outputs
         if outputs: body['outputs'] = [{'name': o} for o in outputs]
         status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
         got[who] = (status, strip_parameters(json.loads(text)))
+    assert got['mini'] == got['real'], got
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('case', MIXED, ids=lambda c: f'{c[0]}-{c[1]}')
+def test_oracle_mixed_batching_matches_real_triton(serving_twins, case):
+    (model, shape), (_, step_shapes) = case, MIXED[case]
+    got = {}
+    for who, (port, root) in serving_twins.items():
+        for m in step_shapes: clear_executions(root / m)
+        data = list(range(1, 1 + int(np.prod(shape))))
+        body = {'inputs': [{'name': 'X', 'shape': list(shape), 'datatype': 'FP32', 'data': data}]}
+        status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
+        got[who] = (status, strip_parameters(json.loads(text)), {m: [r['shapes'] for r in read_executions(root / m)] for m in step_shapes})
     assert got['mini'] == got['real'], got
 
 

@@ -1,5 +1,5 @@
 """Triton's own model-configuration QA (`qa/L0_model_config`, NVIDIA's corpus in ../shared/triton-qa), run the way
-its test.sh runs it: 187 of 191 cases pass on triton-mini; real Triton 2.51 passes 191 of 191.
+its test.sh runs it: 191 of 191 cases pass on triton-mini; real Triton 2.51 passes 191 of 191.
 
 Each case is a test here, on triton-mini (`python -m triton_mini`, a subprocess like test.sh's tritonserver) and on
 the real Triton (`-m oracle`, where ../shared/oracle is present). The harness is `tests/triton_qa.py`: which cases run

@@ -15,7 +15,7 @@ from .scheduler import ModelStatistics
 
 # %% auto #0
 __all__ = ['EnsembleGraph', 'ensemble_graph', 'ensemble_dot', 'validate_ensemble_graph', 'validate_ensemble_models',
-           'EnsembleScheduler']
+           'convert_batch', 'EnsembleScheduler']
 
 # %% ../nbs/06_ensemble.ipynb #fd309b37
 @dataclass
@@ -93,9 +93,10 @@ def _reachable(g:EnsembleGraph, inputs) -> set:
     return reached
 
 # %% ../nbs/06_ensemble.ipynb #0edb9833
-def _full_dims(cfg:ModelConfig, tensor) -> list:
-    dims = list(tensor.reshape.shape) if getattr(tensor, 'reshape', None) is not None else list(tensor.dims)
-    return ([-1] + dims) if cfg.max_batch_size > 0 else dims
+def _shapes(cfg:ModelConfig, tensor, reshape:bool=False) -> tuple:
+    "A tensor's dims and its *full* dims (`-1` first for the batch dimension of a batching model)."
+    dims = list(tensor.reshape.shape) if reshape and tensor.reshape is not None else list(tensor.dims)
+    return dims, ([-1] + dims) if cfg.max_batch_size > 0 else dims
 
 def _dims_agree(a, b) -> bool:
     return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b))
@@ -108,33 +109,33 @@ def validate_ensemble_models(config:ModelConfig, lookup) -> None:
     steps, name = config.ensemble_scheduling.step, config.name
     missing = [s.model_name for s in steps if lookup(s.model_name, -1) is None]
     if missing: raise TritonError(f"ensemble {name} contains models that are not available or ambiguous: {', '.join(dict.fromkeys(missing))}", 'INVALID_ARG')
-    seen = {t.name: (t.data_type, _full_dims(config, t), name) for t in list(config.input) + list(config.output)}
+    seen = {t.name: (t.data_type, *_shapes(config, t, reshape=True), name) for t in list(config.input) + list(config.output)}
     for s in steps:
         m = lookup(s.model_name, s.model_version)
         if m is None: raise TritonError(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} is not loaded.", 'INVALID_ARG')
-        if config.max_batch_size > m.max_batch_size:
+        if 0 < m.max_batch_size < config.max_batch_size:     # a non-batching step is fine (its shapes are checked)
             raise TritonError(f"ensemble {name} allows maximum batch size {config.max_batch_size}, but it contains model {m.name} "
                               f"which only allows maximum batch size to be {m.max_batch_size}", 'INVALID_ARG')
         ins, outs = {t.name: t for t in m.input}, {t.name: t for t in m.output}
         for key, t in s.input_map.items():
             if key not in ins: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapping to non-existing input {key} in model {m.name}', 'INVALID_ARG')
-            _agree(name, t, seen, ins[key].data_type, _full_dims(m, ins[key]), m.name)
+            _agree(name, t, seen, ins[key].data_type, *_shapes(m, ins[key]), m.name)
         for key, t in ins.items():
             if key not in s.input_map and not t.optional:
                 raise TritonError(f'in ensemble {name}, input {key} in model {m.name} is not mapped to any ensemble tensors', 'INVALID_ARG')
         for key, t in s.output_map.items():
             if key not in outs: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapped from non-existing output {key} in model {m.name}', 'INVALID_ARG')
-            _agree(name, t, seen, outs[key].data_type, _full_dims(m, outs[key]), m.name)
+            _agree(name, t, seen, outs[key].data_type, *_shapes(m, outs[key]), m.name)
     _check_decoupled_branching(config, lookup)
 
-def _agree(ens_name, tensor, seen, dtype, dims, model):
-    "Record what a model says about an ensemble tensor, or raise if it contradicts what was seen before."
-    if tensor not in seen: seen[tensor] = (dtype, dims, model); return
-    d0, s0, m0 = seen[tensor]
+def _agree(ens_name, tensor, seen, dtype, dims, full, model):
+    "Record what a model says about an ensemble tensor, or raise if it contradicts what was seen first."
+    if tensor not in seen: seen[tensor] = (dtype, dims, full, model); return
+    d0, s0, f0, m0 = seen[tensor]
     if d0 != dtype:
         raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent data type: {d0} is inferred from model {m0} while {dtype} is inferred from model {model}', 'INVALID_ARG')
-    if not _dims_agree(s0, dims):
-        raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent shape: {_fmt(s0)} is inferred from model {m0} while {_fmt(dims)} is inferred from model {model}', 'INVALID_ARG')
+    if not _dims_agree(s0, dims) and not _dims_agree(f0, full):   # either the shapes or the full shapes agree
+        raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent shape: {_fmt(f0)} is inferred from model {m0} while {_fmt(full)} is inferred from model {model}', 'INVALID_ARG')
 
 # %% ../nbs/06_ensemble.ipynb #3e39f48d
 def _check_decoupled_branching(config:ModelConfig, lookup) -> None:
@@ -162,6 +163,8 @@ class _EnsembleRun:
     def __init__(self, sched:'EnsembleScheduler', req:InferenceRequest):
         self.sched, self.req, self.lock = sched, req, threading.Lock()
         self.pool, self.produced = dict(req.inputs), []
+        batch = req.batch_size if sched.config.max_batch_size > 0 else 0
+        self.batch = dict.fromkeys(req.inputs, batch)   # tensor -> batch size it came with, 0 from a non-batching model
         self.todo, self.running, self.failed = set(range(len(sched.steps))), 0, False
         self.sent, self.step_ns = {}, 0   # when each step was submitted; the steps' total duration
         self.steps_in_flight = {}         # step -> its request, until its final response (cancel reaches them)
@@ -189,7 +192,9 @@ def _dispatch(self:_EnsembleRun, steps:list):
     for i in steps:
         s = self.sched.steps[i]
         self.sent[i] = self.sched.clock()
-        sub = InferenceRequest(s.model_name, {k: self.pool[t] for k, t in s.input_map.items()}, model_version=s.model_version,
+        inputs, batch = self._step_inputs(s)
+        for t in s.output_map.values(): self.batch[t] = batch
+        sub = InferenceRequest(s.model_name, inputs, model_version=s.model_version,
                                id=self.req.id, requested_outputs=list(s.output_map), parameters=self.req.parameters,
                                response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
         self.steps_in_flight[i] = sub
@@ -216,6 +221,25 @@ def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
     if ready: self._dispatch(ready)
     elif done: self._complete()
 
+# %% ../nbs/06_ensemble.ipynb #7a1cd2c7
+def convert_batch(arr, dims, batching:bool, batch:int):
+    "Triton's batch conversion of a tensor (`batch`: its batch size, 0 if unbatched) for a model with `dims`."
+    if batching == (batch != 0): return arr
+    fits = _dims_agree(list(dims), list(arr.shape))
+    if batching: return arr[None] if fits else arr           # a whole unbatched tensor becomes a batch of 1
+    return arr[0] if batch == 1 and not fits else arr        # a batch of 1 loses its batch dimension if it must
+
+@patch
+def _step_inputs(self:_EnsembleRun, step) -> tuple:
+    "The step's inputs from the pool, converted for its model's batching, and the step's batch size (0: none)."
+    inputs = {k: self.pool[t] for k, t in step.input_map.items()}
+    m = self.sched.lookup(step.model_name, step.model_version) if self.sched.lookup else None
+    if m is None: return inputs, self.batch[next(iter(step.input_map.values()))]   # no lookup (a stand-in): as its input
+    batching, dims = m.max_batch_size > 0, {t.name: t.dims for t in m.input}
+    inputs = {k: convert_batch(a, dims[k], batching, self.batch[step.input_map[k]]) for k, a in inputs.items()}
+    first = next(iter(inputs.values()), None)
+    return inputs, (first.shape[0] if batching and first is not None and first.ndim else 0)
+
 # %% ../nbs/06_ensemble.ipynb #3caf278d
 @patch
 def _cancel_steps(self:_EnsembleRun):
@@ -229,7 +253,9 @@ def _complete(self:_EnsembleRun):
         return self._finish(InferenceResponse(error=TritonError(
             f"in ensemble '{self.sched.config.name}', [request id: {self.req.id or '<id_unknown>'}] unexpected deadlock, "
             "at least one output is not set while no more ensemble steps can be made", 'INVALID_ARG')))
-    self._finish(InferenceResponse({t: self.pool[t] for t in self.produced if t in wanted}))
+    batching = self.sched.config.max_batch_size > 0
+    self._finish(InferenceResponse({t: convert_batch(self.pool[t], self.sched.output_dims[t], batching, self.batch.get(t, 0))
+                                    for t in self.produced if t in wanted}))
 
 @patch
 def _finish(self:_EnsembleRun, resp:InferenceResponse):
@@ -249,7 +275,8 @@ class EnsembleScheduler:
         self.config, self.submit, self.clock = config, submit, clock
         self.graph = validate_ensemble_graph(config)
         if lookup is not None: validate_ensemble_models(config, lookup)
-        self.steps, self.outputs = config.ensemble_scheduling.step, [o.name for o in config.output]
+        self.steps, self.outputs, self.lookup = config.ensemble_scheduling.step, [o.name for o in config.output], lookup
+        self.output_dims = {o.name: _shapes(config, o, reshape=True)[0] for o in config.output}
         self.stats, self.instances = stats or ModelStatistics(), []
 
     def enqueue(self, req:InferenceRequest):

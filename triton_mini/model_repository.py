@@ -207,6 +207,8 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
     try: cfg, problem = self._read(entry)
     except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
     entry.poll_error, entry.load_error, fingerprint = None, None, model_fingerprint(entry.model_dir)
+    if cfg.ensemble_scheduling is not None and (cycle := self._circular_dependency(entry.name)):
+        raise self._model_failure(entry, cycle)          # before its versions are looked at, as in Triton (appendix)
     try: wanted = select_versions(cfg, version_dirs(entry.model_dir))
     except TritonError as e:
         if not any(st.state == READY for st in entry.versions.values()): entry.unlisted = True   # as Triton: gone from the index
@@ -218,10 +220,7 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
         old = entry.versions.get(v)
         if unchanged and old is not None and old.state == READY: new[v] = old; continue
         try: new[v] = self._load_version(entry, cfg, v, problem)
-        except ModelLoadError as e:
-            entry.load_error = e.message
-            log.error(f"failed to load '{entry.name}': {e.message}")
-            raise TritonError(f"load failed for model '{entry.name}': {e.message}\n", 'INVALID_ARG') from None
+        except ModelLoadError as e: raise self._model_failure(entry, e.message) from None
     failed = [(v, new[v].reason) for v in wanted if new[v].state != READY]
     if failed: self._reject(entry, cfg, before, new, failed)
     retired = [(v, st) for v, st in entry.versions.items() if st.state == READY and new.get(v) is not st]
@@ -229,6 +228,14 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
     entry.versions = {**{v: st for v, st in entry.versions.items() if v not in new}, **new}
     for v, st in retired: self._retire(entry, v, st)
     self._publish()
+
+# %% ../nbs/02_model_repository.ipynb #9e1f2f70
+@patch
+def _model_failure(self:ModelRepository, entry:ModelEntry, message:str) -> TritonError:
+    "Record and log a failure of the whole model (no version loads); returns the load request's error."
+    entry.load_error = message
+    log.error(f"failed to load '{entry.name}': {message}")
+    return TritonError(f"load failed for model '{entry.name}': {message}\n", 'INVALID_ARG')
 
 # %% ../nbs/02_model_repository.ipynb #292e06a9
 @patch
@@ -281,7 +288,7 @@ def dependencies(config:ModelConfig|None) -> set:
 
 @patch
 def _load_order(self:ModelRepository, names) -> list:
-    "Composing models before the ensembles that use them (a topological order; cycles are left to fail)."
+    "Composing models before the ensembles that use them (a topological order; cycles fail in `_load_entry`)."
     order, seen = [], set()
     def visit(n, path=()):
         if n in seen or n in path or n not in self.models: return
@@ -446,6 +453,19 @@ def _unload_composing(self:ModelRepository, config, wait:bool=False):
         if users: continue
         self._unload(dep, False, wait)
         self._unload_composing(e.config, wait)
+
+# %% ../nbs/02_model_repository.ipynb #f15cc808
+@patch
+def _circular_dependency(self:ModelRepository, name:str) -> str | None:
+    "Triton's message when `name`'s steps lead back to it: `A -> ... -> B -> A`, B being the last model on the way."
+    seen = set()
+    def visit(n):
+        seen.add(n)
+        for d in sorted(dependencies(self._peek_config(n))):
+            if d == name: return n
+            if d in self.models and d not in seen and (last := visit(d)): return last
+    last = visit(name)
+    return last and f'circular dependency between ensembles: {name} -> ... -> {last} -> {name}'
 
 # %% ../nbs/02_model_repository.ipynb #1573cee7
 @patch
