@@ -392,6 +392,7 @@ def _scalar_or_list(arr):
 def generate_json(req, resp) -> bytes:
     "One response as generate's flat JSON object (keys sorted)."
     doc = {k: _scalar_or_list(v) for k, v in resp.outputs.items()}
+    doc.update(dict(resp.parameters))   # an ensemble's sequence parameters (06), one of each, as Triton flattens them
     doc.update({'model_name': req.model_name, 'model_version': str(req.model_version)})
     if req.id: doc['id'] = req.id
     return json_dumps(dict(sorted(doc.items())))

@@ -392,6 +392,8 @@ case('generate_parameters_as_inputs', 'POST', f'{G}/generate',
 case('generate_add_sub', 'POST', f'{ADD}/generate', gen_body(INPUT0=[1, 2, 3, 4], INPUT1=[1, 1, 1, 1]))
 case('generate_missing_input', 'POST', f'{G}/generate', gen_body(max_tokens=3),
      xfail="as error_only_optional_inputs, through /generate: Triton's model fails, triton-mini names the missing required input")
+case('generate_ensemble', 'POST', '/v2/models/ens/generate', gen_body(X=[1, 2], sequence_id=3))
+case('stream_ensemble', 'POST', '/v2/models/ens/generate_stream', gen_body(X=[1, 2]), compare='stream')
 case('generate_wrong_shape', 'POST', f'{G}/generate', gen_body(text_input=['a', 'b']))
 case('generate_number_for_bytes', 'POST', f'{G}/generate', gen_body(text_input=5))
 case('generate_string_for_fp32', 'POST', f'{G}/generate', gen_body(text_input='hi', temperature='hot'))
