@@ -127,7 +127,6 @@ NORMALIZERS = {
     'server_version': lambda d: Obj((k, '<version>' if k == 'version' else v) for k, v in d),
     'timings': lambda d: walk(d, _timing),
     'sort_outputs': lambda d: Obj((k, sorted(v, key=lambda o: dict(o).get('name', '')) if k == 'outputs' else v) for k, v in d),
-    'drop_response_parameters': lambda d: Obj((k, v) for k, v in d if k != 'parameters'),
 }
 
 def media_type(headers:dict) -> str:

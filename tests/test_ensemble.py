@@ -430,15 +430,20 @@ def serving_twins(tmp_path_factory, launch_module):
     oracle_or_skip()
     mini_dir, real_dir = twin_repos(tmp_path_factory.mktemp('ens_serving'), write_serving_repo)
     real = launch_module.real_triton(real_dir, wait='live')
-    mini = launch_module.mini(mini_dir, metrics=False)
+    mini = launch_module.mini(mini_dir, metrics=False, grpc=True)
     assert mini.failures == {}
-    return {'mini': (mini.http_port, mini_dir), 'real': (real.http_port, real_dir)}
+    twins = Twins({'mini': (mini.http_port, mini_dir), 'real': (real.http_port, real_dir)})
+    twins.grpc = {'mini': mini.grpc_port, 'real': real.grpc_port}
+    return twins
 
 
-def strip_parameters(body):
-    "Triton adds ensemble `parameters` (sequence_id ... once per step); triton_mini leaves them out."
-    if isinstance(body, dict): body.pop('parameters', None)
-    return body
+class Twins(dict):
+    "who -> (HTTP port, repository); `.grpc`: who -> gRPC port."
+
+
+def pairs(text):
+    "A JSON answer with its objects as (key, value) lists: Triton repeats the keys of an ensemble's `parameters`."
+    return json.loads(text, object_pairs_hook=list)
 
 
 @pytest.mark.oracle
@@ -451,7 +456,26 @@ def test_oracle_ensemble_outputs_match_real_triton(serving_twins, model, outputs
         body = {'id': 'q', 'inputs': [{'name': 'X', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2]}]}
         if outputs: body['outputs'] = [{'name': o} for o in outputs]
         status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
-        got[who] = (status, strip_parameters(json.loads(text)))
+        got[who] = (status, pairs(text))
+    assert got['mini'] == got['real'], got
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('model,sequence', [(m, seq) for m in ('ens', 'ens_simple', 'ens_of_ens')
+                                            for seq in ({}, {'sequence_id': 7, 'sequence_start': True}, {'sequence_id': 'abc', 'sequence_end': True})
+                                            if not (m == 'ens_of_ens' and isinstance(seq.get('sequence_id'), str))])
+def test_oracle_ensemble_response_parameters_match_real_triton(serving_twins, model, sequence):
+    """The request's sequence, once per output: repeated keys over HTTP (same bytes), one of each in gRPC's map.
+    Not asked: a string sequence id through a nested ensemble, on which Triton 2.51 dies (SIGSEGV, observed)."""
+    import tritonclient.grpc as grpcclient
+    got = {}
+    for who, (port, _) in serving_twins.items():
+        body = {'inputs': [{'name': 'X', 'shape': [1, 2], 'datatype': 'FP32', 'data': [1, 2]}], 'parameters': sequence}
+        status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
+        with grpcclient.InferenceServerClient(f'127.0.0.1:{serving_twins.grpc[who]}') as client:
+            x = grpcclient.InferInput('X', [1, 2], 'FP32'); x.set_data_from_numpy(np.float32([[1, 2]]))
+            r = client.infer(model, [x], **sequence).get_response()
+        got[who] = (status, text, sorted((k, str(v).strip()) for k, v in r.parameters.items()), [o.name for o in r.outputs])
     assert got['mini'] == got['real'], got
 
 
@@ -465,7 +489,7 @@ def test_oracle_mixed_batching_matches_real_triton(serving_twins, case):
         data = list(range(1, 1 + int(np.prod(shape))))
         body = {'inputs': [{'name': 'X', 'shape': list(shape), 'datatype': 'FP32', 'data': data}]}
         status, text = http_call(port, 'POST', f'/v2/models/{model}/infer', body)
-        got[who] = (status, strip_parameters(json.loads(text)), {m: [r['shapes'] for r in read_executions(root / m)] for m in step_shapes})
+        got[who] = (status, text, {m: [r['shapes'] for r in read_executions(root / m)] for m in step_shapes})
     assert got['mini'] == got['real'], got
 
 

@@ -27,7 +27,7 @@ class InferenceResponse:
     model_name: str = ''
     model_version: int = 0                        # the version that actually ran
     id: str = ''                                  # echoes the request id
-    parameters: dict = field(default_factory=dict)
+    parameters: dict | list = field(default_factory=dict)   # or (name, value) pairs where a name repeats (an ensemble's, 06)
 
     def __getitem__(self, name:str): return self.outputs[name]   # response['OUTPUT0'], as in the seed
 

@@ -15,7 +15,7 @@ from .scheduler import ModelStatistics
 
 # %% auto #0
 __all__ = ['EnsembleGraph', 'ensemble_graph', 'ensemble_dot', 'validate_ensemble_graph', 'validate_ensemble_models',
-           'convert_batch', 'EnsembleScheduler']
+           'convert_batch', 'sequence_parameters', 'EnsembleScheduler']
 
 # %% ../nbs/06_ensemble.ipynb #fd309b37
 @dataclass
@@ -240,6 +240,12 @@ def _step_inputs(self:_EnsembleRun, step) -> tuple:
     first = next(iter(inputs.values()), None)
     return inputs, (first.shape[0] if batching and first is not None and first.ndim else 0)
 
+# %% ../nbs/06_ensemble.ipynb #18635949
+def sequence_parameters(req:InferenceRequest, n_outputs:int) -> list:
+    "The (name, value) pairs Triton adds to an ensemble's response: the request's sequence, once per output."
+    seq = [('sequence_id', req.correlation_id), ('sequence_start', bool(req.flags & 1)), ('sequence_end', bool(req.flags & 2))]
+    return seq * n_outputs
+
 # %% ../nbs/06_ensemble.ipynb #3caf278d
 @patch
 def _cancel_steps(self:_EnsembleRun):
@@ -254,8 +260,8 @@ def _complete(self:_EnsembleRun):
             f"in ensemble '{self.sched.config.name}', [request id: {self.req.id or '<id_unknown>'}] unexpected deadlock, "
             "at least one output is not set while no more ensemble steps can be made", 'INVALID_ARG')))
     batching = self.sched.config.max_batch_size > 0
-    self._finish(InferenceResponse({t: convert_batch(self.pool[t], self.sched.output_dims[t], batching, self.batch.get(t, 0))
-                                    for t in self.produced if t in wanted}))
+    outs = {t: convert_batch(self.pool[t], self.sched.output_dims[t], batching, self.batch.get(t, 0)) for t in self.produced if t in wanted}
+    self._finish(InferenceResponse(outs, parameters=sequence_parameters(self.req, len(outs))))   # see Hardening
 
 @patch
 def _finish(self:_EnsembleRun, resp:InferenceResponse):

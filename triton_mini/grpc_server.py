@@ -104,7 +104,8 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, m, class
         out.outputs.add(name=name, datatype=datatype, shape=arr.shape)
         # an output in shared memory was written there (write_outputs): Triton sends an empty buffer in its place
         out.raw_output_contents.append(b'' if isinstance(opt, Placement) else bytes(to_binary(arr, datatype)))
-    for k, v in resp.parameters.items(): set_parameter(out.parameters[k], v)
+    pairs = resp.parameters.items() if isinstance(resp.parameters, dict) else resp.parameters   # an ensemble's repeat (06)
+    for k, v in pairs: set_parameter(out.parameters[k], v)   # a map: one of each name, as Triton's
     return out
 
 # %% ../nbs/08a_grpc.ipynb #5c689f55

@@ -10,10 +10,11 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import orjson
 
-from .tensors import TritonError, _object_array
+from .tensors import TritonError, _object_array, json_dumps
 
 # %% auto #0
-__all__ = ['DEEP_JSON_BYTES', 'parse_json', 'gc_paused', 'parse_deep_json', 'c_atoi', 'header_length', 'inflate', 'DecodeWorker']
+__all__ = ['DEEP_JSON_BYTES', 'parse_json', 'gc_paused', 'parse_deep_json', 'c_atoi', 'header_length', 'inflate',
+           'response_encoding', 'json_repeated_keys', 'DecodeWorker']
 
 # %% ../nbs/08d_http_hardening.ipynb #bf0b9eb6
 _KINDS = {str: 'string', list: 'array', dict: 'object', bool: 'boolean'}
@@ -207,6 +208,40 @@ def inflate(body:bytes, limit:int, piece:int=1 << 16) -> bytes:
             break
         if inf.z.eof: break
     return b''.join(inf.parts)
+
+# %% ../nbs/08d_http_hardening.ipynb #6bedf542
+_STOD = re.compile(rb'[ \t\n\v\f\r]*[+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?'
+                   rb'|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)', re.I)
+
+def _stod(s:bytes) -> float|None:
+    "C++ `std::stod`: the number at the start of `s`, None where it throws (no number, or out of range)."
+    m = _STOD.match(s)
+    if not m: return None
+    t = m.group().strip().lower()
+    hexa = b'x' in t
+    v = float.fromhex(t.decode()) if hexa else float(t)
+    digits = t.split(b'x')[1].split(b'p')[0] if hexa else t.split(b'e')[0]
+    overflow, underflow = math.isinf(v) and b'inf' not in t, v == 0 and re.search(rb'[1-9a-f]', digits)
+    return None if overflow or underflow else v
+
+def response_encoding(accept:bytes) -> bytes|None:
+    "The encoding Triton compresses an /infer answer with for this Accept-Encoding: b'gzip', b'deflate' or None."
+    best, weight = b'identity', 0.0
+    for item in accept.split(b','):
+        start, q = len(item) - len(item.lstrip(b' ')), item.find(b';q=')
+        if start == len(item) or (q != -1 and start >= q): continue   # empty, or a weight with no name
+        name = item[start:] if q == -1 else item[start:q]
+        w = 1.0 if q == -1 else _stod(item[q + 3:])
+        if w is not None and name in (b'identity', b'deflate', b'gzip') and w > weight: best, weight = name, w
+    return None if best == b'identity' else best
+
+# %% ../nbs/08d_http_hardening.ipynb #6d47c8e2
+def json_repeated_keys(doc:dict, key:str) -> bytes:
+    "`doc` as compact JSON, its `key` member, a list of (name, value) pairs, written as an object (names may repeat)."
+    def member(k, v):
+        if k != key: return json_dumps(k) + b':' + json_dumps(v)
+        return json_dumps(k) + b':{' + b','.join(json_dumps(n) + b':' + json_dumps(x) for n, x in v) + b'}'
+    return b'{' + b','.join(member(k, v) for k, v in doc.items()) + b'}'
 
 # %% ../nbs/08d_http_hardening.ipynb #16478f5c
 class _NeedsServer(BaseException):

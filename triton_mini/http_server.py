@@ -13,7 +13,7 @@ from .tensors import (TritonError, DATATYPES, from_json_data, json_data, json_du
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, off_loop, output_bytes, classify, DEFAULT_LOG_SETTINGS
 from .shared_memory import Placement
-from .http_hardening import _field, parse_json, header_length   # 08d_http_hardening: rapidjson's words, C's atoi
+from .http_hardening import _field, parse_json, header_length, json_repeated_keys   # 08d_http_hardening: rapidjson's words, C's atoi, repeated keys
 from .asgi import (Response, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, exception_kind, _noisy, INTERNAL_ERROR,
                               _ClientGone, _read_body, _compress, HTTPService, bind_socket, answer_lifespan)
 
@@ -144,7 +144,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
     doc['model_name'], doc['model_version'] = req.model_name, str(req.model_version)
     if resp.parameters: doc['parameters'] = resp.parameters
     doc['outputs'] = outputs
-    head = json_dumps(doc)
+    head = json_dumps(doc) if isinstance(resp.parameters, dict) else json_repeated_keys(doc, 'parameters')   # an ensemble's (08d)
     if not blobs: return Response(200, head)
     return Response(200, b''.join([head, *map(bytes, blobs)]),
                     [(b'content-type', b'application/octet-stream'), (b'inference-header-content-length', str(len(head)).encode())])
@@ -392,6 +392,7 @@ def _scalar_or_list(arr):
 def generate_json(req, resp) -> bytes:
     "One response as generate's flat JSON object (keys sorted)."
     doc = {k: _scalar_or_list(v) for k, v in resp.outputs.items()}
+    doc.update(dict(resp.parameters))   # an ensemble's sequence parameters (06), one of each, as Triton flattens them
     doc.update({'model_name': req.model_name, 'model_version': str(req.model_version)})
     if req.id: doc['id'] = req.id
     return json_dumps(dict(sorted(doc.items())))
@@ -541,7 +542,7 @@ add_routes({('trace', 'setting'): (('GET', 'POST'), 'trace', lambda f, c: f._tra
 
 # %% ../nbs/08_http.ipynb #6acf842a
 from .asgi import _JSON
-from .http_hardening import inflate   # bounded against zip bombs (08d)
+from .http_hardening import inflate, response_encoding   # bounded against zip bombs; Accept-Encoding as Triton reads it (08d)
 
 _ACCEPT = _JSON + [(b'accept-encoding', b'gzip, deflate')]
 
@@ -566,7 +567,8 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
     resp = await self.dispatch(scope['method'], path.decode('latin-1'), headers, body, send, raw, receive)
     if resp is None: return          # a stream that already sent itself
     if resp.status == 200 and b'accept-encoding' in headers and path.endswith(b'/infer'):
-        resp = await off_loop(len(resp.body), _compress, resp, headers[b'accept-encoding'])
+        if enc := response_encoding(headers[b'accept-encoding']):   # Triton's reading of the header (08d)
+            resp = await off_loop(len(resp.body), _compress, resp, enc)
     await _send(send, resp)
 
 def _too_large(n, limit):

@@ -365,18 +365,20 @@ case('python_error_invalid_arg', 'POST', E, mode(12))
 case('python_error_unsupported', 'POST', E, mode(13))
 
 # ---------------------------------------------------------------------------------------------------------
-# Ensembles (§5.5): outputs arrive in completion order, and real Triton adds a `parameters` block that
-# triton-mini leaves out on purpose; the normalised case compares everything else.
+# Ensembles (§5.5): outputs arrive in completion order, and real Triton adds a `parameters` block, the request's
+# sequence (sequence_id/start/end) once per output, keys repeated in the JSON (06_ensemble, Hardening).
 
 ENS = infer(tensor('X', 'FP32', [1, 2], [1, 2]))
-case('ensemble_infer', 'POST', '/v2/models/ens/infer', ENS, normalize=('sort_outputs', 'drop_response_parameters'))
-case('ensemble_infer_verbatim', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('SUM')]),
-     xfail="real Triton's ensemble responses carry a `parameters` block (sequence_id/start/end of each step, "
-           "keys repeated); triton-mini omits it (http-protocol.md §5.5)")
-case('ensemble_requested_output', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('A')]), normalize=('drop_response_parameters',),
+case('ensemble_infer', 'POST', '/v2/models/ens/infer', ENS, normalize=('sort_outputs',))
+case('ensemble_infer_verbatim', 'POST', '/v2/models/ens/infer', dict(ENS, id='e1'))
+case('ensemble_sequence_parameters', 'POST', '/v2/models/ens/infer', dict(ENS, parameters={'sequence_id': 5, 'sequence_start': True}))
+case('ensemble_sequence_string_id', 'POST', '/v2/models/ens/infer', dict(ENS, parameters={'sequence_id': 'abc', 'sequence_end': True, 'foo': 'bar'}))
+case('ensemble_binary_outputs', 'POST', '/v2/models/ens/infer', dict(ENS, parameters={'binary_data_output': True}))
+case('ensemble_both_outputs_named', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('SUM', binary_data=True), out('A')]))
+case('ensemble_requested_output', 'POST', '/v2/models/ens/infer', dict(ENS, outputs=[out('A')]),
      xfail="Triton 2.51 prunes steps whose outputs were not requested and starves a consumer ('unexpected deadlock', 400); triton-mini runs the whole graph and returns the requested output (the spec's advice)")
 case('ensemble_batch_2', 'POST', '/v2/models/ens/infer', infer(tensor('X', 'FP32', [2, 2], [1, 2, 3, 4])),
-     normalize=('sort_outputs', 'drop_response_parameters'))
+     normalize=('sort_outputs',))
 case('ensemble_wrong_shape', 'POST', '/v2/models/ens/infer', infer(tensor('X', 'FP32', [1, 3], [1, 2, 3])))
 
 # ---------------------------------------------------------------------------------------------------------
@@ -390,6 +392,8 @@ case('generate_parameters_as_inputs', 'POST', f'{G}/generate',
 case('generate_add_sub', 'POST', f'{ADD}/generate', gen_body(INPUT0=[1, 2, 3, 4], INPUT1=[1, 1, 1, 1]))
 case('generate_missing_input', 'POST', f'{G}/generate', gen_body(max_tokens=3),
      xfail="as error_only_optional_inputs, through /generate: Triton's model fails, triton-mini names the missing required input")
+case('generate_ensemble', 'POST', '/v2/models/ens/generate', gen_body(X=[1, 2], sequence_id=3))
+case('stream_ensemble', 'POST', '/v2/models/ens/generate_stream', gen_body(X=[1, 2]), compare='stream')
 case('generate_wrong_shape', 'POST', f'{G}/generate', gen_body(text_input=['a', 'b']))
 case('generate_number_for_bytes', 'POST', f'{G}/generate', gen_body(text_input=5))
 case('generate_string_for_fp32', 'POST', f'{G}/generate', gen_body(text_input='hi', temperature='hot'))
@@ -421,10 +425,19 @@ case('stream_missing_input', 'POST', f'{G}/generate_stream', gen_body(foo=1), co
 case('gzip_request', 'POST', f'{ADD}/infer', gzip.compress(encode(OK)), headers={'Content-Encoding': 'gzip'})
 case('gzip_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'gzip'})
 case('deflate_response', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': 'deflate'})
+# Which encoding: Triton's own reading of Accept-Encoding (08d_http_hardening: the first of the highest weight wins)
+for name, accept in [('deflate_first', 'deflate, gzip'), ('gzip_q0', 'gzip;q=0'), ('weights', 'gzip;q=0.5, deflate'),
+                     ('weight_prefix', 'gzip;q=0.7x, deflate;q=0.6'), ('weight_not_a_number', 'gzip;q=abc'),
+                     ('weight_hex', 'gzip;q=0x1p-1'), ('identity_first', 'identity, gzip'), ('identity_heavier', 'identity;q=0.5, gzip;q=0.4'),
+                     ('uppercase', 'GZIP'), ('x_gzip', 'x-gzip'), ('star', '*'), ('leading_space', ' gzip'), ('br', 'br')]:
+    case(f'accept_encoding_{name}', 'POST', f'{ADD}/infer', OK, headers={'Accept-Encoding': accept})
+case('accept_encoding_binary', 'POST', f'{ADD}/infer', dict(OK, outputs=[out('OUTPUT0', binary_data=True)]), headers={'Accept-Encoding': 'deflate'})
+case('accept_encoding_ensemble', 'POST', '/v2/models/ens/infer', ENS, headers={'Accept-Encoding': 'gzip'})
 # Which responses are compressed: only inference results (the aio client's /v2/models/stats read depends on it).
 for name, method, path, body in [('model_metadata', 'GET', ADD, None),
                                  ('index', 'POST', '/v2/repository/index', b'{}'),
                                  ('model_config', 'GET', f'{ADD}/config', None),
+                                 ('generate_stream', 'POST', '/v2/models/gen/generate_stream', b'{"text_input":"hi"}'),
                                  ('infer_error', 'POST', '/v2/models/no_such_model/infer', OK)]:
     case(f'gzip_response_{name}', method, path, body, headers={'Accept-Encoding': 'gzip'})
 case('gzip_response_infer_failed', 'POST', f'{ADD}/infer', encode({'inputs': [{'name': 'INPUT0', 'shape': [1, 4], 'datatype': 'FP32', 'data': [1, 2, 3, 4]}]}),
@@ -502,6 +515,7 @@ STATS_SETUP = (s_req((1, 2)), s_req((1, 2), (3, 4)), s_req((-1, 0)),
 case('stats_model', 'GET', f'{S}/stats', setup=STATS_SETUP, normalize=('timings',))
 case('stats_model_version', 'GET', f'{S}/versions/1/stats', normalize=('timings',))
 case('gzip_response_stats', 'GET', '/v2/models/stats', normalize=('stats_shape',), headers={'Accept-Encoding': 'gzip'})
+case('deflate_response_model_stats', 'GET', f'{ADD}/stats', normalize=('stats_shape',), headers={'Accept-Encoding': 'deflate'})
 case('stats_all_models', 'GET', '/v2/models/stats', normalize=('stats_shape',),
      note='every model and version, with the keys each entry has (the counts depend on every other case)')
 case('stats_versioned_all_versions', 'GET', '/v2/models/versioned/stats', normalize=('timings',))
@@ -619,7 +633,7 @@ X('explicit_index_multi_version', 'POST', '/v2/repository/index')
 X('explicit_metadata_multi_version', 'GET', '/v2/models/multi')
 X('explicit_stats_multi_version', 'GET', '/v2/models/multi/stats', normalize=('timings',))
 X('explicit_load_ensemble', 'POST', '/v2/repository/models/pipe/load')
-X('explicit_infer_ensemble', 'POST', '/v2/models/pipe/infer', SIMPLE, normalize=('drop_response_parameters',))
+X('explicit_infer_ensemble', 'POST', '/v2/models/pipe/infer', SIMPLE)
 X('explicit_unload_composing', 'POST', '/v2/repository/models/simple/unload')
 X('explicit_index_after_unload', 'POST', '/v2/repository/index', settle='simple')
 X('explicit_ready_after_unload', 'GET', '/v2/models/simple/ready')
