@@ -194,6 +194,16 @@ CHECKS = {
     'tensor_noncontiguous': 'r = pb_utils.Tensor("T", np.arange(6, dtype=np.float32).reshape(2, 3)[:, 1]).as_numpy().tolist()',
     'tensor_scalar': 't = pb_utils.Tensor("T", np.array(5, dtype=np.int64)); r = (t.shape(), t.as_numpy().tolist())',
     'tensor_triton_dtype': 'r = pb_utils.Tensor("T", np.ones(1, np.float32)).triton_dtype()',
+    'tensor_empty_name': 'pb_utils.Tensor("", np.ones(1))',
+    'tensor_made_c_contiguous': 'r = pb_utils.Tensor("T", np.arange(6).reshape(2, 3).T).as_numpy().flags["C_CONTIGUOUS"]',
+    # DLPack (from_dlpack of a numpy *array* kills Triton 2.51's stub: see test_from_dlpack_of_arrays below)
+    'dlpack_capsule': 't = pb_utils.Tensor("A", np.arange(6, dtype=np.float32).reshape(2, 3)); u = pb_utils.Tensor.from_dlpack("B", t.to_dlpack()); r = (u.name(), u.as_numpy().tolist(), str(u.as_numpy().dtype), u.shape(), u.is_cpu())',
+    'dlpack_of_tensor': 'r = np.from_dlpack(pb_utils.Tensor("A", np.arange(3, dtype=np.int64))).tolist()',
+    'dlpack_device': 'r = pb_utils.Tensor("A", np.ones(1)).__dlpack_device__()',
+    'dlpack_transposed': 'pb_utils.Tensor.from_dlpack("B", np.arange(6).reshape(2, 3).T)',
+    'dlpack_strings': 'pb_utils.Tensor("S", np.array([b"a"], dtype=np.object_)).to_dlpack()',
+    'dlpack_not_tensor': 'pb_utils.Tensor.from_dlpack("B", [1, 2])',
+    'dlpack_empty_name': 'pb_utils.Tensor.from_dlpack("", np.ones(1))',
     'tensor_bool_fp16': 'r = [str(pb_utils.Tensor("T", a).as_numpy().dtype) for a in (np.array([True]), np.array([1.5], np.float16))]',
     # datatypes
     'string_to_numpy': 'r = [(k, np.dtype(pb_utils.triton_string_to_numpy(k)).str) for k in sorted(pb_utils.TRITON_STRING_TO_NUMPY)]',
@@ -226,6 +236,8 @@ CHECKS = {
     'bls_request': 'x = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=["A"], request_id="i", correlation_id=3, flags=1, timeout=5); r = (x.request_id(), x.correlation_id(), x.flags(), x.timeout(), x.requested_output_names(), x.inputs(), x.parameters())',
     'bls_tuple_inputs': 'r = len(pb_utils.InferenceRequest(model_name="x", inputs=(pb_utils.Tensor("A", np.ones(1)),), requested_output_names=[]).inputs())',
     'bls_string_correlation': 'r = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], correlation_id="abc").correlation_id()',
+    'bls_set_flags': 'x = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[]); x.set_flags(3); r = x.flags()',
+    'bls_trace': 't = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[]).trace(); r = (type(t).__name__, t.get_context())',
     'bls_parameters': 'r = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters={"a": 1, "b": "s", "c": True}).parameters()',
     'bls_parameters_float': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters={"a": 1.5})',
     'bls_parameters_str': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters="{}")',
@@ -272,6 +284,8 @@ CHECKS = {
 }
 NEEDS_A_REQUEST = {  # checks that use the request execute received, or the server behind it
     'request': 'r = (request.request_id(), request.correlation_id(), request.flags(), request.timeout(), sorted(request.requested_output_names()), request.parameters(), request.is_cancelled(), [t.name() for t in request.inputs()])',
+    'request_set_flags': 'request.set_flags(2); r = request.flags()',
+    'request_trace': 't = request.trace(); r = (type(t).__name__, t.get_context())',
     'request_missing_input': 'r = pb_utils.get_input_tensor_by_name(request, "NOPE")',
     'model_dir': 'r = pb_utils.get_model_dir().endswith("/pb_probe/1")',
     'is_model_ready': 'r = (pb_utils.is_model_ready("pb_probe"), pb_utils.is_model_ready("nope"), pb_utils.is_model_ready("pb_probe", "1"), pb_utils.is_model_ready("pb_probe", "9"))',
@@ -301,12 +315,22 @@ def run_in_server(server, checks) -> dict:
     return normalize(json.loads(out['RESULTS'][0]))
 
 
-@pytest.fixture(scope='module')
-def mini_results(probe_repo):
-    s = TritonServer(probe_repo)
+def results_in(probe_repo, mode:str) -> tuple:
+    s = TritonServer(probe_repo, python_backend_mode=mode)
     assert s.start() == {}
-    try: yield run_in_server(s, CHECKS), run_in_server(s, NEEDS_A_REQUEST)
+    try: return run_in_server(s, CHECKS), run_in_server(s, NEEDS_A_REQUEST)
     finally: s.stop()
+
+
+@pytest.fixture(scope='module')
+def mini_results(probe_repo): return results_in(probe_repo, 'thread')
+
+
+def test_probe_in_a_stub_process_matches_thread_mode(probe_repo, mini_results):
+    "Every check gives the same answer when the model runs in a stub process (`--python-backend-mode=process`)."
+    stub = results_in(probe_repo, 'process')
+    for mine, theirs in zip(mini_results, stub):
+        assert {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]} == {}
 
 
 def test_probe_without_a_server_matches_inside_triton_mini(probe_repo, mini_results):
@@ -331,6 +355,11 @@ def test_probe_results_inside_triton_mini(mini_results):
                                           "corresponding 'MetricFamily' has been deleted.")
     assert r['bls_parameters'] == '\'{"a": 1, "b": "s", "c": true}\''
     assert req['is_model_ready'] == '(True, False, True, False)' and req['model_dir'] == 'True'
+    assert r['dlpack_capsule'] == "('B', [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], 'float32', [2, 3], True)"
+    assert r['dlpack_of_tensor'] == '[0, 1, 2]' and r['dlpack_device'] == '(1, 0)'
+    assert r['dlpack_transposed'].startswith('TritonModelException: DLPack tensor is not contiguous.')
+    assert r['tensor_empty_name'] == 'TritonModelException: Tensor name cannot be an empty string.'
+    assert (r['bls_set_flags'], r['bls_trace'], req['request_set_flags']) == ('3', "('InferenceTrace', None)", '2')
     assert req['sender_none'] == 'TritonModelException: Inference Response object must be provided when the response flags is set to zero.'
 
 
@@ -354,3 +383,22 @@ def test_probe_matches_real_triton(probe_repo, mini_results):
     for mine, theirs in zip(mini_results, results):
         differ = {k: {'mini': mine[k], 'real': theirs[k]} for k in theirs if mine[k] != theirs[k] and k not in KNOWN}
         assert differ == {}
+
+
+def test_from_dlpack_of_arrays():
+    """`from_dlpack` of an object with `__dlpack__` shares its memory. (Triton 2.51 converts it, then its stub dies,
+    "Stub process 'pb_probe_0' is not healthy.", so these are not in the probe.)"""
+    a = np.zeros(3, np.float32)
+    t = pb_utils.Tensor.from_dlpack('B', a)
+    a[0] = 7
+    assert t.as_numpy().tolist() == [7.0, 0.0, 0.0] and t.triton_dtype() == 11
+    assert pb_utils.Tensor.from_dlpack('B', np.array([True, False])).as_numpy().dtype == np.bool_
+    assert pb_utils.Tensor.from_dlpack('B', np.array(3.5)).shape() == []
+    with pytest.raises(pb_utils.TritonModelException, match='not contiguous'):    # Triton reads the wrong elements here
+        pb_utils.Tensor.from_dlpack('B', np.arange(6).reshape(2, 3)[:, 1])
+
+    class OnGpu:
+        def __dlpack__(self, stream=None): raise AssertionError('not asked')
+        def __dlpack_device__(self): return (2, 0)
+    with pytest.raises(pb_utils.TritonModelException, match='allocated on GPU device,           when GPU is not available'):
+        pb_utils.Tensor.from_dlpack('B', OnGpu())

@@ -205,6 +205,10 @@ def error_cases(repo) -> dict:
              9: (500, 'custom error msg'),
              20: (500, f"Failed to process the request(s) for model 'errors_0', message: " + size.format(2)),
              21: {'OUT': ([21], 'INT32')}, 22: {'OUT': ([22], 'INT32')},
+             24: (500, "Failed to process the request(s) for model 'errors_0', message: Expected a list in the execute return, found type '<class 'tuple'>'."),
+             25: (500, "Failed to process the request(s) for model 'errors_0', message: Expected an 'InferenceResponse' object in the execute "
+                       "function return list, found type '<class 'int'>'."),
+             26: (500, "Failed to process the request(s) for model 'errors_0', message: Expected a list in the execute return, found type '<class 'int'>'."),
              23: fail('TritonModelException: Unable to send response. Non-decoupled model cannot send complete final before sending a response.',
                       line('else:  # the final flag without any response') + 1)}
     for i, name in enumerate(CODES): cases[10 + i] = (STATUS[name], f'error with code {name}')
@@ -217,7 +221,7 @@ def run_errors(server, mode):
     return {k: (v.tolist(), {'int32': 'INT32', 'float32': 'FP32'}[str(v.dtype)]) for k, v in r.outputs.items()}
 
 
-@pytest.mark.parametrize('mode', [0, 1, 2, 3, 5, 6, 7, 8, 9, *range(10, 18), 20, 21, 22, 23])
+@pytest.mark.parametrize('mode', [0, 1, 2, 3, 5, 6, 7, 8, 9, *range(10, 18), 20, 21, 22, 23, 24, 25, 26])
 def test_errors_model(server, repo, mode):
     assert run_errors(server, mode) == error_cases(repo)[mode]
 
@@ -390,7 +394,7 @@ ORACLE_CASES = [
     ('scaled', {'X': np.array([[1, 2], [3, 4]], np.float32)}, None),
     ('scaled', {'X': np.array([[1, 2]], np.float32)}, {'offset': 10}),
     ('autocomplete', {'IN': np.array([[1, 2]], np.float32)}, None),
-    *[('errors', {'MODE': np.array([m], np.int32)}, None) for m in [0, 1, 2, 3, 5, 6, 7, 8, 9, *range(10, 18), 20, 21, 22, 23]],
+    *[('errors', {'MODE': np.array([m], np.int32)}, None) for m in [0, 1, 2, 3, 5, 6, 7, 8, 9, *range(10, 18), 20, 21, 22, 23, 24, 25, 26]],
     *[('bls', {'A': A, 'MODE': np.array([m], np.int32)}, None) for m in [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15]],
     ('streamer', {'TEXT': text(['x']), 'N': np.array([1], np.int32)}, None),    # decoupled over /infer: refused
     ('nope', {'X': A}, None),

@@ -330,3 +330,60 @@ def test_decoupled_async_execute_like_triton(both):
     time.sleep(0.5)
     real, mini = logged(both['real']), logged(both['mini'])
     assert real and mini == real[:len(mini)] and len(mini) == len(real)
+
+
+# ------------------------------------------------------------------------------------------------------ BLS timeout
+
+SLOW = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.4)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+SLOW_CONFIG = '''backend: "python"
+max_batch_size: 1
+input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_INT32 dims: [1] }]
+instance_group [{ count: 1 kind: KIND_CPU }]
+dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000000 allow_timeout_override: true } }
+'''
+CALLER = '''
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        out = []
+        for r in requests:
+            calls = [pb_utils.InferenceRequest(model_name="slow", requested_output_names=["OUT"], timeout=100000,
+                                               inputs=[pb_utils.Tensor("IN", np.array([[i]], np.int32))]) for i in range(2)]
+            got = await asyncio.gather(*(c.async_exec() for c in calls))
+            text = [g.error().message() if g.has_error() else "ok %d" % pb_utils.get_output_tensor_by_name(g, "OUT").as_numpy()[0][0]
+                    for g in got]
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("TEXT", np.array(text, dtype=np.object_))]))
+        return out
+'''
+CALLER_CONFIG = '''backend: "python"
+input [{ name: "IN" data_type: TYPE_INT32 dims: [1] }]
+output [{ name: "TEXT" data_type: TYPE_STRING dims: [2] }]
+'''
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('mode', ['thread', 'process'])
+def test_bls_timeout_like_triton(tmp_path, real_triton, mini_process, mode):
+    "A BLS request's `timeout` (µs) is the callee's queue timeout: the call that waits behind a busy instance is rejected."
+    repo = tmp_path / 'models'
+    for name, model, config in (('slow', SLOW, SLOW_CONFIG), ('caller', CALLER, CALLER_CONFIG)):
+        (repo / name / '1').mkdir(parents=True)
+        (repo / name / '1' / 'model.py').write_text(model)
+        (repo / name / 'config.pbtxt').write_text(config)
+    answers = [http_infer(s, 'caller', 0) for s in (real_triton(repo), mini_process(repo, f'--python-backend-mode={mode}'))]
+    assert answers[0][0] == 200 and answers[0][1][0] == 'ok 0' and answers[0][1][1] != 'ok 1', answers
+    assert answers[1] == answers[0]

@@ -228,6 +228,24 @@ def test_a_packed_environment_runs_the_stub(mini_process, tmp_path):
     assert f"Using Python execution env {repo / 'packed' / 'my_env.tar.gz'}" in s.log()
 
 
+
+@pytest.mark.slow
+def test_an_unpacked_environment_runs_the_stub(mini_process, tmp_path):
+    "EXECUTION_ENV_PATH naming a folder (the README's unpacked environment) runs the stub from it, unpacking nothing."
+    import subprocess, sys
+    repo = tmp_path / 'models'
+    config = ('backend: "python"\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+              'output [{ name: "WHERE" data_type: TYPE_STRING dims: [2] }]\n'
+              'parameters [{ key: "EXECUTION_ENV_PATH" value { string_value: "$$TRITON_MODEL_DIRECTORY/my_env" } }]\n')
+    write(repo, 'unpacked', ENV_MODEL, config)
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(repo / 'unpacked' / 'my_env')], check=True)
+    s = mini_process(repo, '--exit-on-error=false', wait='live', env={'TRITON_MINI_ENV_CACHE': str(tmp_path / 'cache')})
+    status, body = infer(s.http_port, 'unpacked', 1)
+    assert status == 200, (body, s.log())
+    assert body['outputs'][0]['data'][0] == str(repo / 'unpacked' / 'my_env')
+    assert not (tmp_path / 'cache').exists() or not any((tmp_path / 'cache').iterdir())
+
+
 ARGV_MODEL = '''
 import sys
 import numpy as np

@@ -26,7 +26,7 @@ __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_R
            'get_input_tensor_by_name', 'get_output_tensor_by_name', 'get_input_config_by_name',
            'get_output_config_by_name', 'using_decoupled_model_transaction_policy', 'InferenceResponse',
            'InferenceResponseSender', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig',
-           'is_model_ready', 'load_model', 'unload_model', 'MemoryType', 'PreferredMemory']
+           'is_model_ready', 'load_model', 'unload_model', 'MemoryType', 'PreferredMemory', 'InferenceTrace']
 
 # %% ../nbs/04_pb_utils.ipynb #eecd8a63
 class _ErrorCode(Enum):
@@ -182,7 +182,6 @@ class InferenceRequest:
     def set_release_flags(self, flags:int):
         "RESCHEDULE: run this request again in a later batch (iterative sequences; the Python backend acts on it, 04a)."
         self._release_flags = flags
-    def trace(self): return None
     def parameters(self) -> str:
         "The request parameters as a JSON string (what Triton gives a model)."
         if self._params_json is None: self._params_json = json.dumps(self._params, separators=(',', ':'))
@@ -704,7 +703,9 @@ def __init__(self:Tensor, name:str, array:np.ndarray):
     except _NoMatch: text = None
     if text is None or not isinstance(array, np.ndarray):
         raise _incompatible('__init__', 'c_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)', (name, array))
+    if text == '': raise TritonModelException('Tensor name cannot be an empty string.')
     if array.dtype.kind == 'U': raise TritonModelException('NumPy dtype is not supported.')
+    if not array.flags.c_contiguous: array = np.ascontiguousarray(array)   # Triton copies into C order too
     self._name, self._array = text, array
 
 @patch
@@ -759,3 +760,63 @@ def _bls_error(model_name, err:CoreError) -> InferenceResponse:
     if msg.startswith('Request for unknown model'):      # not found, no version available, version not ready
         msg = f"Failed for execute the inference request. Model '{model_name}' is not ready."
     return InferenceResponse(error=TritonError(f'Model {model_name} - Error when running inference: {msg}'))
+
+# %% ../nbs/04_pb_utils.ipynb #3112cbb2
+_NOT_DLPACK = ('Provided tensor is not supported. Tensor must be a DLPack capsule         '   # the C++ line break's spaces
+               'or have `__dlpack__` and `__dlpack_device__` attributes')
+
+class _Capsule:
+    "A bare DLPack capsule dressed as an array-API object: `np.from_dlpack` takes only those."
+    def __init__(self, capsule): self.capsule = capsule
+    def __dlpack__(self, stream=None, **kwargs): return self.capsule
+    def __dlpack_device__(self): return (1, 0)    # kDLCPU: nothing else exists here
+
+def _check_device(tensor):
+    "Triton's refusals for memory the stub cannot read (a GPU tensor, when there is no GPU)."
+    kind = tensor.__dlpack_device__()[0]
+    if kind == 2: raise TritonModelException('DLPack capsule passed pointer to memory allocated on GPU device, '
+                                             '          when GPU is not available')
+    if kind not in (1, 3): raise TritonModelException(f'DLDevice type {kind} is not support by Python backend.')
+
+# %% ../nbs/04_pb_utils.ipynb #fe2b2d01
+def _from_dlpack(name:str, tensor) -> Tensor:
+    "A Tensor sharing the memory of a DLPack capsule, or of any object with `__dlpack__` (C-order only)."
+    if name == '': raise TritonModelException('Tensor name cannot be an empty string.')
+    if type(tensor).__name__ == 'PyCapsule': tensor = _Capsule(tensor)
+    elif not (hasattr(tensor, '__dlpack__') and hasattr(tensor, '__dlpack_device__')): raise TritonModelException(_NOT_DLPACK)
+    else: _check_device(tensor)
+    array = np.from_dlpack(tensor)
+    if not array.flags.c_contiguous:
+        raise TritonModelException('DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are supported.')
+    return Tensor(name, array)
+
+Tensor.from_dlpack = staticmethod(_from_dlpack)
+
+@patch
+def to_dlpack(self:Tensor):
+    "A DLPack capsule over this tensor's memory (no copy); BYTES tensors have no DLPack form."
+    if self._array.dtype == np.object_ or self._array.dtype.kind == 'S':
+        raise TritonModelException('DLPack does not have support for string tensors.')
+    return self._array.__dlpack__()
+
+@patch
+def __dlpack__(self:Tensor, stream=None, **kwargs):
+    "The array-API protocol (numpy 2 asks for a versioned capsule through `kwargs`)."
+    if self._array.dtype == np.object_ or self._array.dtype.kind == 'S': return self.to_dlpack()   # the refusal
+    return self._array.__dlpack__(stream=stream, **kwargs)
+
+@patch
+def __dlpack_device__(self:Tensor): return (1, 0)
+
+# %% ../nbs/04_pb_utils.ipynb #6debae47
+class InferenceTrace:
+    "What `request.trace()` returns; `get_context()` is the OpenTelemetry context (None: not traced that way)."
+    def get_context(self): return None
+
+@patch
+def set_flags(self:InferenceRequest, flags:int):
+    "Replace the request's flags, e.g. `TRITONSERVER_REQUEST_FLAG_SEQUENCE_START` on a BLS request before `exec`."
+    self._flags = flags
+
+@patch
+def trace(self:InferenceRequest) -> InferenceTrace: return InferenceTrace()

@@ -192,6 +192,7 @@ def _check_result(self:PythonModelInstance, result, n:int):
             raise self._failure(f"Python model '{self.name}' is using the decoupled mode and the execute function must return None.")
         return
     if result is None: return   # the model answered through response senders (or failed to answer: see _run_batch)
+    if not isinstance(result, list): raise self._failure(f"Expected a list in the execute return, found type '{_pb_type(result)}'.")
     if len(result) != n:
         raise self._failure('Number of InferenceResponse objects do not match the number of InferenceRequest objects. '
                             f'InferenceRequest(s) size is:{n}, and InferenceResponse(s) size is:{len(result)}\n')
@@ -204,13 +205,17 @@ def _pb_type(obj) -> str:
 
 @patch
 def _rescheduled(self:PythonModelInstance, pb_requests:list, result) -> list:
-    "Indices of the requests released with RESCHEDULE; their slots in a returned list must be None."
+    "Indices of the requests released with RESCHEDULE (their slots must be None); other slots hold responses (or None)."
     flag = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
     idx = [i for i, p in enumerate(pb_requests) if getattr(p, '_release_flags', 1) == flag]
-    for i in idx if result is not None else ():
-        if result[i] is not None:
+    for i, resp in enumerate(result if result is not None else ()):   # in order: the first bad slot names the failure
+        if resp is None: continue
+        if i in idx:
             raise self._failure('Expected a None object in the execute function return list for reschduled request, '
-                                f"found type '{_pb_type(result[i])}'.")
+                                f"found type '{_pb_type(resp)}'.")
+        if not isinstance(resp, pb_utils.InferenceResponse):
+            raise self._failure("Expected an 'InferenceResponse' object in the execute function return list, "
+                                f"found type '{_pb_type(resp)}'.")
     return idx
 
 # %% ../nbs/04a_python_backend.ipynb #995e54e7

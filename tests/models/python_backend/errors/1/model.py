@@ -44,6 +44,12 @@ class TritonPythonModel:
                 else:  # the final flag without any response
                     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 return None
+            elif mode == 24:  # a tuple instead of a list
+                return tuple(responses) + (pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([24], dtype=np.int32))]),)
+            elif mode == 25:  # an element that is not a response
+                responses.append(25)
+            elif mode == 26:  # not a sequence at all
+                return 26
             elif mode == 20:  # two responses for one request
                 ok = pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([20], dtype=np.int32))])
                 responses.extend([ok, ok])
