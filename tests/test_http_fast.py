@@ -273,3 +273,17 @@ def test_the_lane_leaves_odd_heads_and_partial_bodies_to_the_parser(servers, lan
     data = infer('add_sub', add_sub(3))
     assert exchange(fast.http_port, data, pieces=[len(data) - 3]) == exchange(slow.http_port, data)
     assert lane == [False, False]   # both answered on the parser-fed fast path
+
+
+@pytest.mark.slow
+def test_an_idle_keep_alive_connection_is_closed_quietly(servers, caplog):
+    "After a lane request no keep-alive timer is armed: the guard's sweep closes the idle connection after uvicorn's 5 s, without the slow-client log."
+    fast, spy, slow = servers
+    with socket.create_connection(('127.0.0.1', fast.http_port), timeout=30) as s:
+        s.sendall(SAME['json'])
+        f = s.makefile('rb')
+        read_response(f)
+        started = time.monotonic()
+        assert f.read() == b''                 # the server closed it
+        assert 4.5 < time.monotonic() - started < 7
+    assert 'did not send a request in time' not in caplog.text

@@ -78,9 +78,10 @@ async def _read_body(receive, limit:int) -> bytes:
         if n > limit: break
     return b''.join(parts)
 
-def _compress(resp:Response, enc:bytes) -> Response:
-    "The response compressed with `enc` (gzip or deflate), for a successful /infer answer (08d picks `enc` as Triton does)."
-    if not resp.body: return resp
+def _compress(resp:Response, accept:bytes) -> Response:
+    "The response in the encoding the client accepts (gzip first, then deflate), for a successful /infer answer."
+    enc = b'gzip' if b'gzip' in accept else b'deflate' if b'deflate' in accept else None
+    if enc is None or not resp.body: return resp
     body = gzip.compress(resp.body) if enc == b'gzip' else zlib.compress(resp.body)
     return Response(resp.status, body, list(resp.headers) + [(b'content-encoding', enc)])
 
@@ -172,7 +173,7 @@ class ConnectionGuard:
     limits: HTTPLimits = HTTPLimits()   # guarded_protocol() gives each server class its own
     _sweeping = False                   # per class: is a sweep scheduled?
     _deadline = None                    # loop time by which this connection must make progress; None: no limit now
-    _refused = _head_too_big = _in_head = _over_cap = _not_health = False
+    _refused = _head_too_big = _in_head = _over_cap = _not_health = _idle = False
     _body_end = math.inf                # loop time by which the body must be complete
 
     def connection_made(self, transport):
@@ -194,7 +195,7 @@ class ConnectionGuard:
 
     def _expect_head(self):
         timeout = min(self.limits.header_timeout, 1.0) if self._over_cap else self.limits.header_timeout
-        self._deadline, self._head_bytes, self._raw, self._in_head = self.loop.time() + timeout, 0, [], True
+        self._deadline, self._head_bytes, self._raw, self._in_head, self._idle = self.loop.time() + timeout, 0, [], True, False
 
     def data_received(self, data:bytes):
         if self._in_head:
@@ -301,8 +302,8 @@ def _sweep(cls, connections:set, loop):
     now = loop.time()
     for c in list(connections):
         if c._deadline is not None and c._deadline < now and not c.transport.is_closing():
-            _noisy.report('slow', 'closing connections that did not send a request in time (--http-header-timeout-secs / --http-body-timeout-secs)')
-            c.transport.close()
+            if not c._idle: _noisy.report('slow', 'closing connections that did not send a request in time (--http-header-timeout-secs / --http-body-timeout-secs)')
+            c.transport.close()   # `_idle`: a keep-alive connection the fast path's lane left idle (appendix)
     if connections: loop.call_later(_SWEEP_SECS, _sweep, cls, connections, loop)
     else: cls._sweeping = False
 
@@ -460,21 +461,24 @@ class FastPath:
         self.loop.call_soon(cycle.set)   # not nested: a run of pipelined errors must not recurse
 
 # %% ../nbs/07a_asgi.ipynb #cc1be8da
-_ODD_HEAD = re.compile(rb'[^\t\r\n\x20-\x7e]|\r(?!\n)|(?<!\r)\n')   # control bytes, bare CR or LF, non-ASCII
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_HEAD_BYTES = bytes(range(0x20, 0x7f)) + b'\t\r\n'                  # printable ASCII, tab, CR and LF
+_TOKEN_BYTES = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _PLAIN_URL = re.compile(rb"/[A-Za-z0-9._~!$&'()*+,;=:@/-]*\Z")
 
 def plain_request(data:bytes, max_head:int) -> tuple|None:
     "(url, headers, body offset, content-length) of a plain POST at the start of `data`, or None: the parser reads it."
     end = data.find(b'\r\n\r\n', 0, max_head)
-    if end < 0 or _ODD_HEAD.search(data, 0, end): return None
-    lines = data[:end].split(b'\r\n')
+    if end < 0: return None
+    head = data[:end]
+    lines = head.split(b'\r\n')
+    if head.translate(None, _HEAD_BYTES) or head.count(b'\n') != len(lines) - 1 or head.count(b'\r') != len(lines) - 1:
+        return None                      # a control byte, non-ASCII, or a bare CR or LF
     first = lines[0].split(b' ')
     if len(first) != 3 or first[0] != b'POST' or first[2] != b'HTTP/1.1' or not _PLAIN_URL.match(first[1]): return None
     headers = {}
     for line in lines[1:]:
         name, colon, value = line.partition(b':')
-        if not colon or not _TOKEN.match(name): return None
+        if not colon or not name or name.translate(None, _TOKEN_BYTES): return None
         headers[name.lower()] = value.strip(b' \t')
     if len(headers) != len(lines) - 1 or not _NOT_FAST.isdisjoint(headers): return None
     length, connection = headers.get(b'content-length', b''), headers.get(b'connection', b'keep-alive').lower()
@@ -524,7 +528,17 @@ def _lane(self:FastPath, data:bytes) -> bytes:
 
 @patch
 def on_response_complete(self:FastPath):
-    super(FastPath, self).on_response_complete()
+    if type(self.cycle) is _FastRequest and not self.pipeline and not self._over_cap: self._lane_complete()
+    else: super(FastPath, self).on_response_complete()
     if self._held is not None and not self._in_lane:   # a lane request answered later: what came meanwhile, in order
         held, self._held = self._held, None
         if held and not self.transport.is_closing(): self.data_received(held)
+
+@patch
+def _lane_complete(self:FastPath):
+    "uvicorn's `on_response_complete` without its keep-alive timer (one armed and one cancelled per request): the guard's sweep closes the connection if it stays idle."
+    self.server_state.total_requests += 1
+    if self.transport.is_closing(): return
+    self.flow.resume_reading()
+    self._expect_head()
+    self._deadline, self._idle = min(self._deadline, self.loop.time() + self.timeout_keep_alive), True
