@@ -18,11 +18,11 @@ from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse,
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'create_instances', 'Duration',
-           'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'SchedulerStopped', 'DefaultScheduler',
-           'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher', 'create_scheduler', 'simulate_batching',
-           'poisson_arrivals', 'batching_summary', 'execute_failure', 'OrderedDelivery', 'WaitLearner',
-           'simulate_clients']
+__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'WAKE_AT_END_OF_TURN', 'create_instances',
+           'Duration', 'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'SchedulerStopped',
+           'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher', 'create_scheduler',
+           'simulate_batching', 'poisson_arrivals', 'batching_summary', 'execute_failure', 'OrderedDelivery',
+           'WaitLearner', 'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -717,6 +717,31 @@ def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batc
             ready = sorted(ready + [end + rtt_ms] * n); queue = queue[n:]; t = end
         else: t = min(t + wait / 1e6, ready[0] if ready else float('inf'))
     return {'req_per_s': 1000 * done / t, 'mean_latency_ms': float(np.mean(lat))}
+
+# %% ../nbs/05_scheduler.ipynb #2e38460e
+import contextvars
+WAKE_AT_END_OF_TURN = contextvars.ContextVar('triton_mini_wake_at_end_of_turn', default=None)   # the caller's loop, when it awaits
+DefaultScheduler._wake_due = False
+
+@patch
+def enqueue(self:DefaultScheduler, req:InferenceRequest):
+    "Queue a request; an idle worker is woken now, or once at the end of the caller's event-loop turn (see above)."
+    loop = WAKE_AT_END_OF_TURN.get()
+    with self._cond:
+        self._check_accepting(req)
+        self._queue.append(req)
+        self.stats.pending += 1
+        if not self._idle: return
+        if loop is None: return self._cond.notify()
+        if self._wake_due: return
+        self._wake_due = True
+    loop.call_soon(self._wake)
+
+@patch
+def _wake(self:DefaultScheduler):
+    with self._cond:
+        self._wake_due = False
+        self._cond.notify(min(self._idle, len(self._queue)))
 
 # %% ../nbs/05_scheduler.ipynb #ca54e736
 @patch

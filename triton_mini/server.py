@@ -18,7 +18,7 @@ from .model_config_utils import autofill_config, validate_config
 from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE, check_config_paths, model_path
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
-from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler
+from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler, WAKE_AT_END_OF_TURN
 from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 from .shared_memory import SharedMemoryRegistry
@@ -586,7 +586,9 @@ def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     def done(r, resp, final):
         if final: put(fut, resp)
     req.response_callback = done
-    return self.submit(req), fut
+    token = WAKE_AT_END_OF_TURN.set(loop)   # this caller awaits: the worker may be woken at the end of the turn (05)
+    try: return self.submit(req), fut
+    finally: WAKE_AT_END_OF_TURN.reset(token)
 
 # %% ../nbs/07_server.ipynb #f7bc7af8
 @patch
