@@ -4,7 +4,7 @@ Two in-process servers over the same models, one with `fast_path=True`, one with
 both over real sockets and the answers must be the same bytes (status line, headers, JSON), for successes and
 errors. Then what the protocol must keep doing on the fast path: keep-alive, pipelining (in order, mixed with
 requests that go the ASGI way), bodies that arrive in pieces, a client that leaves mid-body or mid-inference,
-`Connection: close`. The whole HTTP suite also runs with the fast path on: `TRITON_MINI_HTTP_FAST=1 pytest ...`.
+`Connection: close`. The fast path is on by default; CI also runs the HTTP suite with it off: `TRITON_MINI_HTTP_FAST=0 pytest ...`.
 """
 import json, socket, time
 
@@ -227,6 +227,8 @@ def test_the_switch_and_what_the_front_end_leaves_to_asgi(monkeypatch):
     from triton_mini.http_server import HTTPFrontend
     server = None   # the front end does not look at it until a request comes
     monkeypatch.delenv('TRITON_MINI_HTTP_FAST', raising=False)
+    assert HTTPFrontend(server).fast_path is True           # on by default (07a's appendix measures why)
+    monkeypatch.setenv('TRITON_MINI_HTTP_FAST', '0')
     assert HTTPFrontend(server).fast_path is False
     monkeypatch.setenv('TRITON_MINI_HTTP_FAST', '1')
     assert HTTPFrontend(server).fast_path is True

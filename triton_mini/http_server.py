@@ -221,9 +221,9 @@ class HTTPFrontend:
                  restricted_apis:dict|None=None,        # --http-restricted-api: {api group: (header, value)}
                  header_forward_pattern:str|None=None,  # --http-header-forward-pattern: headers that become request parameters
                  worker_json_bytes:int=4 * 2**20,       # /infer JSON bigger than this is decoded in a worker process (below)
-                 fast_path:bool|None=None):             # plain /infer without ASGI (appendix); None: $TRITON_MINI_HTTP_FAST == '1'
+                 fast_path:bool|None=None):             # plain /infer without ASGI (appendix); None: on unless $TRITON_MINI_HTTP_FAST == '0'
         self.server, self.max_input_size, self.restricted_apis = server, max_input_size, dict(restricted_apis or {})
-        self.fast_path = os.environ.get('TRITON_MINI_HTTP_FAST', '0') == '1' if fast_path is None else fast_path
+        self.fast_path = os.environ.get('TRITON_MINI_HTTP_FAST', '1') != '0' if fast_path is None else fast_path
         self.worker_json_bytes, self.json_worker = worker_json_bytes, None   # the worker starts on first use
         self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
         if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')

@@ -339,7 +339,12 @@ def enqueue(self:DynamicBatcher, req:InferenceRequest):
         if self._timeouts: self._queue_timed(lvl, entry)       # a policy has a timeout: see the appendix
         else: self._queues[lvl].append(entry)
         self.stats.pending += 1
-        self._cond.notify()
+        self._arrived()
+
+@patch
+def _arrived(self:DynamicBatcher):
+    "Under the lock: a request was queued, so the worker looks again (the appendix on wake-ups refines when)."
+    self._cond.notify()
 
 # %% ../nbs/05_scheduler.ipynb #e7402282
 @patch
@@ -742,6 +747,24 @@ def _wake(self:DefaultScheduler):
     with self._cond:
         self._wake_due = False
         self._cond.notify(min(self._idle, len(self._queue)))
+
+# %% ../nbs/05_scheduler.ipynb #0e014c3a
+DynamicBatcher._wake_due = False
+
+@patch
+def _arrived(self:DynamicBatcher):
+    "Under the lock: wake the worker now, or once at the end of the awaiting caller's event-loop turn."
+    loop = WAKE_AT_END_OF_TURN.get()
+    if loop is None: return self._cond.notify()
+    if self._wake_due: return
+    self._wake_due = True
+    loop.call_soon(self._wake)
+
+@patch
+def _wake(self:DynamicBatcher):
+    with self._cond:
+        self._wake_due = False
+        self._cond.notify(-(-max(self.stats.pending, 1) // self.max_batch_size))   # one worker per full batch
 
 # %% ../nbs/05_scheduler.ipynb #ca54e736
 @patch
