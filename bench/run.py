@@ -286,13 +286,14 @@ def result_path(suffix:str='', ext:str='.md') -> Path:
 # Profile (py-spy on triton-mini under load)
 
 def profile(args, work:Path, repo:Path, script:Path) -> str:
-    "Two py-spy recordings of triton-mini under load at concurrency 8: every thread, then only GIL holders."
+    "Two py-spy recordings of triton-mini under load (at --profile-concurrency): every thread, then only GIL holders."
+    c = args.profile_concurrency
     pyspy = shutil.which('py-spy') or str(Path(sys.executable).with_name('py-spy'))
     server = Server('mini', repo, work, args.server_core)
     raws = {'all': work / 'profile-all.txt', 'gil': work / 'profile-gil.txt'}
     try:
-        wrk(server.port, 8, args.warmup, args.client_core, script)
-        load = subprocess.Popen(['taskset', '-c', str(args.client_core), 'wrk', '-t1', '-c8', f'-d{2 * args.profile + 4}s',
+        wrk(server.port, c, args.warmup, args.client_core, script)
+        load = subprocess.Popen(['taskset', '-c', str(args.client_core), 'wrk', '-t1', f'-c{c}', f'-d{2 * args.profile + 4}s',
                                  '--timeout', '10s', '-s', str(script), f'http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer'],
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(1)   # let wrk ramp up before sampling
@@ -308,7 +309,7 @@ def profile(args, work:Path, repo:Path, script:Path) -> str:
         for kind, raw in raws.items(): shutil.copy(raw, result_path(f'-profile-{kind}', '.stacks.tmp'))  # git-ignored
     head = [f'# Profile of {NAMES["mini"]} under load ({datetime.datetime.now():%Y-%m-%d %H:%M})', '',
             f'`py-spy record --nonblocking --threads -r 200` for {args.profile} s, twice (all threads; then `--gil`: only the '
-            f'thread holding the GIL), on the triton-mini process while wrk POSTs the identity infer body at concurrency 8 '
+            f'thread holding the GIL), on the triton-mini process while wrk POSTs the {MODEL} infer body at concurrency {c} '
             f'({rps:,.0f} req/s over both recordings); server on core {args.server_core}, wrk and py-spy on core '
             f'{args.client_core}. Under uvloop the event loop itself is C: its samples show as `Runner.run` / `run` self time.', '']
     return '\n'.join(head + summarize_profile(raws['all'].read_text(), 'All non-idle samples')
@@ -436,7 +437,8 @@ def main(argv=None):
     p.add_argument('--warmup', type=int, default=3, help='seconds of load after each start, not measured')
     p.add_argument('--server-core', type=int, default=0)
     p.add_argument('--client-core', type=int, default=1)
-    p.add_argument('--profile', type=int, default=0, metavar='SECONDS', help='then py-spy triton-mini for this long at concurrency 8')
+    p.add_argument('--profile', type=int, default=0, metavar='SECONDS', help='then py-spy triton-mini for this long at --profile-concurrency')
+    p.add_argument('--profile-concurrency', type=int, default=8, metavar='C', help="wrk's connections while profiling (default 8)")
     p.add_argument('--no-save', action='store_true', help='print only; write nothing to bench/results')
     p.add_argument('--mini-launcher', metavar='SCRIPT', help='measure an experiment: run this Python script with the flags '
                    'instead of `python -m triton_mini` (e.g. one that patches triton_mini, then calls triton_mini.cli.main)')
