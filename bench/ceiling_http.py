@@ -17,7 +17,8 @@ operations (no httptools callbacks, no ASGI, no Task, no Future). What each requ
   a Future per request, the response encoded by the front end), written with 07a's `response_bytes`: the front
   end's own per-request code without uvicorn's.
 * `worker` (default): the same work as `inline`, but submitted with `TritonServer.submit` to the model's worker thread and written
-  back from the loop (`call_soon_threadsafe`): the real hand-offs, without uvicorn.
+  back from the loop (`call_soon_threadsafe`): the real hand-offs, without uvicorn. The worker is woken once per loop
+  turn (`WAKE_AT_END_OF_TURN`, as the served path does since 2026-12-05).
 
 Only what bench/run.py sends is handled (keep-alive POSTs with Content-Length, GET .../ready); anything else gets a
 400 and the connection closes. This is a measurement, not a server.
@@ -34,6 +35,7 @@ def flag(name:str) -> str:
     return next(a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{name}='))
 
 from triton_mini.server import TritonServer, validate_request
+from triton_mini.scheduler import WAKE_AT_END_OF_TURN
 from triton_mini.model_repository import ModelRepository
 from triton_mini.http_server import decode_infer_request, encode_infer_response, parse_path
 
@@ -88,7 +90,9 @@ class Ceiling(asyncio.Protocol):
         def done(r, resp, final):
             if final: loop.call_soon_threadsafe(self.reply, req, resp, opts, m)
         req.response_callback = done
-        m = server.submit(req)
+        token = WAKE_AT_END_OF_TURN.set(loop)   # as the served path's submit_future: wake the worker once per loop turn
+        try: m = server.submit(req)
+        finally: WAKE_AT_END_OF_TURN.reset(token)
 
     def reply(self, req, resp, opts, m):
         global ECHO
