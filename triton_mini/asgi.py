@@ -509,15 +509,29 @@ def data_received(self:FastPath, data:bytes):
         if not data: return
     super(FastPath, self).data_received(data)
 
+FastPath._last_head = None   # per connection: (head, what _plain_start answered for it)
+
+@patch
+def _plain_start(self:FastPath, data:bytes) -> tuple|None:
+    "(body offset, content-length, keep-alive, the app's start) of a plain request at the start of `data`, or None."
+    last = self._last_head
+    if last is not None and data.startswith(last[0]): return last[1]   # the head this connection sent last time
+    if (got := plain_request(data, self.limits.max_header_size)) is None: return None
+    url, headers, begin, length = got
+    if (start := self._fast(url, headers, length)) is None: return None
+    answer = begin, length, headers.get(b'connection', b'').lower() != b'close', start
+    self._last_head = data[:begin], answer
+    return answer
+
 @patch
 def _lane(self:FastPath, data:bytes) -> bytes:
     "Answer the plain requests at the start of `data` (the whole of each is there); returns what the parser reads."
-    while data and (got := plain_request(data, self.limits.max_header_size)) is not None:
-        url, headers, begin, length = got
-        if len(data) < begin + length or (start := self._fast(url, headers, length)) is None: break
+    while data and (got := self._plain_start(data)) is not None:
+        begin, length, keep_alive, start = got
+        if len(data) < begin + length: break
         self._unset_keepalive_if_required()
         self._deadline = None                 # as at the end of a parsed message: the request is in
-        cycle = self.cycle = _FastRequest(self, start, headers.get(b'connection', b'').lower() != b'close', False)
+        cycle = self.cycle = _FastRequest(self, start, keep_alive, False)
         cycle.body, cycle.more_body, self._held, self._in_lane = data[begin:begin + length], False, data[begin + length:], True
         try: cycle.set()
         finally: self._in_lane = False
