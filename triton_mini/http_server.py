@@ -778,11 +778,13 @@ def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
         if trace: trace.sent(sending)
 
 # %% ../nbs/08_http.ipynb #5e74b725
+from . import asgi   # FAST_BIG_BODY_BYTES, read at each request: a switch tests and benchmarks set
+
 @patch
 def fast_handler(self:HTTPFrontend, url:bytes, headers:dict, length:int):
     "For 07a's FastPath: a `start(body, reply)` for a plain /infer, None for anything else (the ASGI path)."
     if self.restricted_apis or self.header_forward is not None: return None
-    if length > min(self.max_input_size, self.worker_json_bytes, OFF_LOOP_BYTES): return None
+    if length > min(self.max_input_size, self.worker_json_bytes, OFF_LOOP_BYTES) and not self._fast_big(headers, length): return None
     route = parse_path(url.decode('latin-1'))
     if route is None or route[0] != 'model' or route[3] != 'infer' or isinstance(route[2], str): return None
     return functools.partial(self._infer_now, route[1], route[2], headers, url)
@@ -794,6 +796,7 @@ def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
         received = time.monotonic_ns()
         m = self._infer_model(name, version)
         n = header_length(headers.get(b'inference-header-content-length'), len(body))
+        if len(body) > OFF_LOOP_BYTES and decode_work(body, n) > OFF_LOOP_BYTES: return self._infer_task(name, version, headers, body, reply)
         decoded = decode_infer_request(name, version, body, n, self.server.shared_memory) if n != 0 and body else None
         req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, None, received)
     except Exception as e: return reply(_error_answer(e, 'POST', url.decode('latin-1')))
@@ -804,6 +807,20 @@ def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
         asyncio.ensure_future(answer).add_done_callback(lambda t: reply(_outcome(t) or t.result()))   # big outputs: encoded on a thread
     fut.add_done_callback(answered)
     return fut
+
+@patch
+def _fast_big(self:HTTPFrontend, headers:dict, length:int) -> bool:
+    "A body over OFF_LOOP_BYTES the fast path takes (07a's FAST_BIG_BODY_BYTES, 0: none): binary data after a small JSON header."
+    n = headers.get(b'inference-header-content-length')
+    return (length <= min(self.max_input_size, asgi.FAST_BIG_BODY_BYTES) and n is not None and n.isdigit()
+            and 0 < int(n) <= min(self.worker_json_bytes, OFF_LOOP_BYTES))
+
+@patch
+def _infer_task(self:HTTPFrontend, name, version, headers, body, reply):
+    "A big body whose binary part must be parsed (BYTES, shared memory): `_infer` as a Task, decoding on a thread."
+    task = asyncio.ensure_future(self._infer(name, version, body, headers))
+    task.add_done_callback(lambda t: reply(_outcome(t) or t.result()))
+    return task
 
 def _outcome(f) -> Response|None:
     "What a finished future that did not succeed answers (as `__call__` and `dispatch` answer it); None when it succeeded."
