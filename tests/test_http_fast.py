@@ -289,3 +289,36 @@ def test_an_idle_keep_alive_connection_is_closed_quietly(servers, caplog):
         assert f.read() == b''                 # the server closed it
         assert 4.5 < time.monotonic() - started < 7
     assert 'did not send a request in time' not in caplog.text
+
+
+def big_binary(model, name, datatype, payload:bytes, shape, out:str, binary_out=True) -> bytes:
+    "An /infer of one input sent as `payload` after a small JSON header (the binary tensor extension)."
+    head = json.dumps({'inputs': [{'name': name, 'datatype': datatype, 'shape': shape, 'parameters': {'binary_data_size': len(payload)}}],
+                       'outputs': [{'name': out, 'parameters': {'binary_data': binary_out}}]}).encode()
+    return infer(model, head + payload, b'Inference-Header-Content-Length: %d\r\n' % len(head))
+
+
+def test_big_binary_bodies_take_the_fast_path_when_switched_on(servers, monkeypatch):
+    "FAST_BIG_BODY_BYTES (off by default): a binary tensor after a small header, same answer bytes as ASGI."
+    from triton_mini import asgi
+    fast, spy, slow = servers
+    ints = big_binary('identity_int32', 'X', 'INT32', bytes(range(256)) * 1024, [1, 65536], 'Y')        # 256 KiB
+    strings = [b'%d' % i for i in range(30000)]
+    packed = b''.join(len(s).to_bytes(4, 'little') + s for s in strings)                               # > 64 KiB, parsed
+    texts = big_binary('identity_bytes', 'IN', 'BYTES', packed, [len(strings)], 'OUT')
+    as_json = big_binary('identity_int32', 'X', 'INT32', bytes(4 * 40000), [1, 40000], 'Y', binary_out=False)
+    before = spy.taken
+    assert exchange(fast.http_port, ints) == exchange(slow.http_port, ints)
+    assert spy.taken == before                                 # off: the ASGI path
+    monkeypatch.setattr(asgi, 'FAST_BIG_BODY_BYTES', 1 << 20)
+    for data in (ints, texts, as_json):
+        got = exchange(fast.http_port, data)
+        assert got == exchange(slow.http_port, data)
+        assert got[0].startswith(b'HTTP/1.1 200 OK')
+    cut = ints.index(b'\r\n\r\n')
+    assert exchange(fast.http_port, ints, pieces=[cut + 10, cut + 70000, cut + 200000]) == exchange(slow.http_port, ints)
+    assert exchange(fast.http_port, ints + ints, answers=2) == exchange(slow.http_port, ints + ints, answers=2)   # pipelined
+    assert spy.taken == before + 6
+    too_big = big_binary('identity_int32', 'X', 'INT32', bytes(4 << 18), [1, 1 << 18], 'Y')              # 1 MiB + header
+    assert exchange(fast.http_port, too_big) == exchange(slow.http_port, too_big)
+    assert spy.taken == before + 6

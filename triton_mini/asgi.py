@@ -15,9 +15,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'NOT_FOUND', 'NOT_ALLOWED', 'INTERNAL_ERROR', 'ONE_WRITE', 'HEALTH_SPARE', 'STATUS_LINE', 'FAST_BODY_BYTES',
-           'Response', 'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog', 'exception_kind',
-           'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'OneWrite', 'guarded_protocol', 'bind_socket',
-           'HTTPService', 'response_bytes', 'FastPath', 'plain_request']
+           'FAST_BIG_BODY_BYTES', 'Response', 'answer_lifespan', 'call_asgi', 'watch_disconnect', 'RateLimitedLog',
+           'exception_kind', 'default_max_connections', 'HTTPLimits', 'ConnectionGuard', 'OneWrite', 'guarded_protocol',
+           'bind_socket', 'HTTPService', 'response_bytes', 'FastPath', 'plain_request']
 
 # %% ../nbs/07a_asgi.ipynb #d38005bc
 _JSON = [(b'content-type', b'application/json')]
@@ -379,6 +379,7 @@ def _status_line(code:int) -> bytes:
 
 STATUS_LINE = {code: _status_line(code) for code in range(100, 600)}
 FAST_BODY_BYTES = 64 * 1024   # at most OFF_LOOP_BYTES: such a body is decoded on the loop either way
+FAST_BIG_BODY_BYTES = 0       # bigger bodies up to this size (0: none) are offered to the app's fast_handler too
 _NOT_FAST = frozenset((b'content-encoding', b'accept-encoding', b'expect', b'transfer-encoding', b'upgrade'))
 
 def response_bytes(resp:Response, keep_alive:bool=True) -> bytes:
@@ -404,6 +405,7 @@ class _FastRequest:
 
     def set(self):
         "Start the request once its body is complete and its turn has come."
+        if self.more_body and not self.waiting and not self.disconnected: self.proto.flow.resume_reading()   # big bodies
         if self.started or self.waiting or self.more_body or self.disconnected: return
         self.started = True
         try: fut = self.start(bytes(self.body), self.reply)
@@ -451,7 +453,7 @@ class FastPath:
         headers = dict(self.headers)      # as the ASGI path sees them: names lowercased, the last of a repeated one
         if not _NOT_FAST.isdisjoint(headers): return None
         length = headers.get(b'content-length')
-        if length is None or not length.isdigit() or int(length) > FAST_BODY_BYTES: return None
+        if length is None or not length.isdigit() or int(length) > max(FAST_BODY_BYTES, FAST_BIG_BODY_BYTES): return None
         return self._fast(url, headers, int(length))
 
     def _start_asgi_task(self, cycle, app):

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 __all__ = ['log', 'ROUTES', 'RESTRICTED_API_GROUPS', 'CUT_AT_EXIT', 'error_response', 'split_parameters', 'decode_infer_request',
            'encode_infer_response', 'parse_path', 'Call', 'add_routes', 'HTTPFrontend', 'decode_generate',
            'generate_json', 'cancel_on_disconnect', 'shm_route', 'register_fields', 'cuda_register', 'cuda_status',
-           'shm_placement', 'shm_output', 'api_group', 'decode_in_worker']
+           'shm_placement', 'shm_output', 'api_group', 'decode_in_worker', 'decode_work', 'encode_work']
 
 # %% ../nbs/08_http.ipynb #643ca634
 def error_response(err:TritonError, headers=None) -> Response:
@@ -146,7 +146,7 @@ def encode_infer_response(req:InferenceRequest, resp:InferenceResponse, opts:dic
     doc['outputs'] = outputs
     head = json_dumps(doc) if isinstance(resp.parameters, dict) else json_repeated_keys(doc, 'parameters')   # an ensemble's (08d)
     if not blobs: return Response(200, head)
-    return Response(200, b''.join([head, *map(bytes, blobs)]),
+    return Response(200, b''.join([head, *blobs]),   # join takes the memoryviews as they are: one copy
                     [(b'content-type', b'application/octet-stream'), (b'inference-header-content-length', str(len(head)).encode())])
 
 # %% ../nbs/08_http.ipynb #e047619c
@@ -737,13 +737,30 @@ def close(self:HTTPFrontend):
     if self.json_worker is not None: self.json_worker.close()
 
 # %% ../nbs/08_http.ipynb #c1a17802
+def decode_work(body:bytes, n:int|None) -> int:
+    "The bytes `decode_infer_request` parses in `body`: its JSON part only when the binary part needs no parsing."
+    if n is None or not 0 < n < len(body): return len(body)
+    if body.find(b'BYTES', 0, n) >= 0 or body.find(b'shared_memory_region', 0, n) >= 0: return len(body)   # parsed or copied
+    return n
+
+def encode_work(resp:InferenceResponse, opts:dict) -> int:
+    "Like `output_bytes`, with a fixed-size output sent binary counted at 1/16: `encode_infer_response` only copies it."
+    total, default = 0, opts.get(None)
+    for name, arr in resp.outputs.items():
+        if isinstance(arr, np.ndarray) and arr.dtype != object:
+            opt = default if default is not None else opts.get(name, (False, 0))
+            if not isinstance(opt, Placement) and opt[0] and not opt[1]: total += arr.nbytes // 16; continue
+        total += getattr(arr, 'nbytes', 0)
+    return total
+
+# %% ../nbs/08_http.ipynb #43bd316e
 @patch
 async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
     "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process."
     if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
-    return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+    return await off_loop(decode_work(body, n), decode_infer_request, name, version, body, n, self.server.shared_memory)
 
-# %% ../nbs/08_http.ipynb #43bd316e
+# %% ../nbs/08_http.ipynb #d94d7e17
 from .server import OFF_LOOP_BYTES
 
 @patch
@@ -754,18 +771,20 @@ def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
         if resp is None: resp = InferenceResponse()
         if resp.error is not None: return error_response(resp.error)
         self.server.shared_memory.write_outputs(resp.outputs, opts)   # the shared-memory extension's outputs
-        labels, size = m.labels if labelled else None, output_bytes(resp)
+        labels, size = m.labels if labelled else None, encode_work(resp, opts)
         if size <= OFF_LOOP_BYTES: return encode_infer_response(req, resp, opts, m.batching, labels)
         return off_loop(size, encode_infer_response, req, resp, opts, m.batching, labels)
     finally:
         if trace: trace.sent(sending)
 
 # %% ../nbs/08_http.ipynb #5e74b725
+from . import asgi   # FAST_BIG_BODY_BYTES, read at each request: a switch tests and benchmarks set
+
 @patch
 def fast_handler(self:HTTPFrontend, url:bytes, headers:dict, length:int):
     "For 07a's FastPath: a `start(body, reply)` for a plain /infer, None for anything else (the ASGI path)."
     if self.restricted_apis or self.header_forward is not None: return None
-    if length > min(self.max_input_size, self.worker_json_bytes, OFF_LOOP_BYTES): return None
+    if length > min(self.max_input_size, self.worker_json_bytes, OFF_LOOP_BYTES) and not self._fast_big(headers, length): return None
     route = parse_path(url.decode('latin-1'))
     if route is None or route[0] != 'model' or route[3] != 'infer' or isinstance(route[2], str): return None
     return functools.partial(self._infer_now, route[1], route[2], headers, url)
@@ -777,6 +796,7 @@ def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
         received = time.monotonic_ns()
         m = self._infer_model(name, version)
         n = header_length(headers.get(b'inference-header-content-length'), len(body))
+        if len(body) > OFF_LOOP_BYTES and decode_work(body, n) > OFF_LOOP_BYTES: return self._infer_task(name, version, headers, body, reply)
         decoded = decode_infer_request(name, version, body, n, self.server.shared_memory) if n != 0 and body else None
         req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, None, received)
     except Exception as e: return reply(_error_answer(e, 'POST', url.decode('latin-1')))
@@ -787,6 +807,20 @@ def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
         asyncio.ensure_future(answer).add_done_callback(lambda t: reply(_outcome(t) or t.result()))   # big outputs: encoded on a thread
     fut.add_done_callback(answered)
     return fut
+
+@patch
+def _fast_big(self:HTTPFrontend, headers:dict, length:int) -> bool:
+    "A body over OFF_LOOP_BYTES the fast path takes (07a's FAST_BIG_BODY_BYTES, 0: none): binary data after a small JSON header."
+    n = headers.get(b'inference-header-content-length')
+    return (length <= min(self.max_input_size, asgi.FAST_BIG_BODY_BYTES) and n is not None and n.isdigit()
+            and 0 < int(n) <= min(self.worker_json_bytes, OFF_LOOP_BYTES))
+
+@patch
+def _infer_task(self:HTTPFrontend, name, version, headers, body, reply):
+    "A big body whose binary part must be parsed (BYTES, shared memory): `_infer` as a Task, decoding on a thread."
+    task = asyncio.ensure_future(self._infer(name, version, body, headers))
+    task.add_done_callback(lambda t: reply(_outcome(t) or t.result()))
+    return task
 
 def _outcome(f) -> Response|None:
     "What a finished future that did not succeed answers (as `__call__` and `dispatch` answer it); None when it succeeded."
