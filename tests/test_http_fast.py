@@ -298,8 +298,8 @@ def big_binary(model, name, datatype, payload:bytes, shape, out:str, binary_out=
     return infer(model, head + payload, b'Inference-Header-Content-Length: %d\r\n' % len(head))
 
 
-def test_big_binary_bodies_take_the_fast_path_when_switched_on(servers, monkeypatch):
-    "FAST_BIG_BODY_BYTES (off by default): a binary tensor after a small header, same answer bytes as ASGI."
+def test_big_binary_bodies_take_the_fast_path(servers, monkeypatch):
+    "FAST_BIG_BODY_BYTES (1 MiB by default; 0 turns it off): a binary tensor after a small header, same answer bytes as ASGI."
     from triton_mini import asgi
     fast, spy, slow = servers
     ints = big_binary('identity_int32', 'X', 'INT32', bytes(range(256)) * 1024, [1, 65536], 'Y')        # 256 KiB
@@ -307,6 +307,8 @@ def test_big_binary_bodies_take_the_fast_path_when_switched_on(servers, monkeypa
     packed = b''.join(len(s).to_bytes(4, 'little') + s for s in strings)                               # > 64 KiB, parsed
     texts = big_binary('identity_bytes', 'IN', 'BYTES', packed, [len(strings)], 'OUT')
     as_json = big_binary('identity_int32', 'X', 'INT32', bytes(4 * 40000), [1, 40000], 'Y', binary_out=False)
+    assert asgi.FAST_BIG_BODY_BYTES == 1 << 20                # on by default
+    monkeypatch.setattr(asgi, 'FAST_BIG_BODY_BYTES', 0)
     before = spy.taken
     assert exchange(fast.http_port, ints) == exchange(slow.http_port, ints)
     assert spy.taken == before                                 # off: the ASGI path

@@ -379,7 +379,7 @@ def _status_line(code:int) -> bytes:
 
 STATUS_LINE = {code: _status_line(code) for code in range(100, 600)}
 FAST_BODY_BYTES = 64 * 1024   # at most OFF_LOOP_BYTES: such a body is decoded on the loop either way
-FAST_BIG_BODY_BYTES = 0       # bigger bodies up to this size (0: none) are offered to the app's fast_handler too
+FAST_BIG_BODY_BYTES = 1 << 20 # bigger bodies up to this size (0: none) are offered to the app's fast_handler too
 _NOT_FAST = frozenset((b'content-encoding', b'accept-encoding', b'expect', b'transfer-encoding', b'upgrade'))
 
 def response_bytes(resp:Response, keep_alive:bool=True) -> bytes:
