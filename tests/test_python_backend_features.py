@@ -385,5 +385,9 @@ def test_bls_timeout_like_triton(tmp_path, real_triton, mini_process, mode):
         (repo / name / '1' / 'model.py').write_text(model)
         (repo / name / 'config.pbtxt').write_text(config)
     answers = [http_infer(s, 'caller', 0) for s in (real_triton(repo), mini_process(repo, f'--python-backend-mode={mode}'))]
-    assert answers[0][0] == 200 and answers[0][1][0] == 'ok 0' and answers[0][1][1] != 'ok 1', answers
-    assert answers[1] == answers[0]
+    def outcome(answer):
+        "Which of the two concurrent calls gets the instance first is a race on both servers (Triton 2.51 ran call 1 first in a CI run)."
+        status, texts = answer
+        return status, sorted('ok' if t == f'ok {i}' else t for i, t in enumerate(texts))
+    assert outcome(answers[0]) == (200, ['Request timeout expired', 'ok']), answers
+    assert outcome(answers[1]) == outcome(answers[0]), answers
