@@ -726,7 +726,21 @@ def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batc
 # %% ../nbs/05_scheduler.ipynb #2e38460e
 import contextvars
 WAKE_AT_END_OF_TURN = contextvars.ContextVar('triton_mini_wake_at_end_of_turn', default=None)   # the caller's loop, when it awaits
-DefaultScheduler._wake_due = False
+Scheduler._wake_due = False
+
+@patch
+def _wake_soon(self:Scheduler, loop):
+    "Under the lock: wake a worker now (no `loop`), or once at the end of the awaiting caller's event-loop turn."
+    if loop is None: return self._cond.notify()
+    if self._wake_due: return
+    self._wake_due = True
+    loop.call_soon(self._wake)
+
+@patch
+def _wake(self:Scheduler):
+    with self._cond:
+        self._wake_due = False
+        self._cond.notify(self._to_wake())
 
 @patch
 def enqueue(self:DefaultScheduler, req:InferenceRequest):
@@ -736,35 +750,19 @@ def enqueue(self:DefaultScheduler, req:InferenceRequest):
         self._check_accepting(req)
         self._queue.append(req)
         self.stats.pending += 1
-        if not self._idle: return
-        if loop is None: return self._cond.notify()
-        if self._wake_due: return
-        self._wake_due = True
-    loop.call_soon(self._wake)
+        if self._idle: self._wake_soon(loop)
 
 @patch
-def _wake(self:DefaultScheduler):
-    with self._cond:
-        self._wake_due = False
-        self._cond.notify(min(self._idle, len(self._queue)))
+def _to_wake(self:DefaultScheduler) -> int: return min(self._idle, len(self._queue))   # one idle worker per request
 
 # %% ../nbs/05_scheduler.ipynb #0e014c3a
-DynamicBatcher._wake_due = False
-
 @patch
 def _arrived(self:DynamicBatcher):
     "Under the lock: wake the worker now, or once at the end of the awaiting caller's event-loop turn."
-    loop = WAKE_AT_END_OF_TURN.get()
-    if loop is None: return self._cond.notify()
-    if self._wake_due: return
-    self._wake_due = True
-    loop.call_soon(self._wake)
+    self._wake_soon(WAKE_AT_END_OF_TURN.get())
 
 @patch
-def _wake(self:DynamicBatcher):
-    with self._cond:
-        self._wake_due = False
-        self._cond.notify(-(-max(self.stats.pending, 1) // self.max_batch_size))   # one worker per full batch
+def _to_wake(self:DynamicBatcher) -> int: return -(-max(self.stats.pending, 1) // self.max_batch_size)   # one worker per full batch
 
 # %% ../nbs/05_scheduler.ipynb #ca54e736
 @patch
