@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, functools, importlib, logging, os, threading, time
+import asyncio, functools, importlib, logging, os, threading, time, weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -28,10 +28,10 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'BATCH_COMPLETIONS', 'OFF_LOOP_BYTES',
-           'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class',
-           'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop', 'Completions', 'completions',
-           'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
+__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS',
+           'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class', 'check_correlation_id',
+           'check_runtime', 'read_labels', 'call_in_loop', 'Completions', 'completions', 'off_loop', 'run_loop',
+           'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -556,20 +556,42 @@ def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
 class Completions:
-    "Final responses crossing from worker threads to one event loop: one wake-up of the loop for all that arrive meanwhile."
-    def __init__(self, loop): self.loop, self.items, self.lock = loop, [], threading.Lock()
+    "Final responses crossing from worker threads to one event loop: a pipe when it sleeps, `call_soon_threadsafe` when busy."
+    def __init__(self, loop):
+        self.loop, self.items, self.lock, self.in_flight = loop, [], threading.Lock(), 0
+        self._w = self._pipe()
+
+    def _pipe(self):
+        "The pipe's write end, the loop reading the other; None where a loop cannot watch a pipe (Windows)."
+        if os.name != 'posix': return None
+        r, w = os.pipe()
+        self._r = r
+        os.set_blocking(r, False)
+        try: self.loop.add_reader(r, self._drain, r)
+        except NotImplementedError: return _close_fds(r, w)
+        weakref.finalize(self, _close_fds, r, w).atexit = False   # the process closes them at exit
+        return w
 
     def put(self, fut, resp):
+        "From a worker thread: resolve `fut` with `resp` on the loop."
+        if self._w is None or self.in_flight > 1: return call_in_loop(self.loop, self._settle, fut, resp)
         with self.lock:
             self.items.append((fut, resp))
             if len(self.items) > 1: return       # a wake-up is on its way; it will take this one too
-        call_in_loop(self.loop, self._drain)
+        if not self.loop.is_closed(): os.write(self._w, b'.')
 
-    def _drain(self):
+    def _drain(self, r):
+        try: os.read(r, 512)
+        except BlockingIOError: pass
         with self.lock: items, self.items = self.items, []
-        for fut, resp in items: _resolve(fut, resp)
+        for fut, resp in items: self._settle(fut, resp)
 
-BATCH_COMPLETIONS = False   # off until it is measured alone (bench/results/2026-12-05-identity.md)
+    def _settle(self, fut, resp):
+        self.in_flight -= 1
+        _resolve(fut, resp)
+
+def _close_fds(*fds):
+    for fd in fds: os.close(fd)
 
 def completions(loop) -> Completions:
     "The loop's Completions (one per loop, made on first use)."
@@ -581,14 +603,15 @@ def completions(loop) -> Completions:
 def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     "Submit `req` from asyncio code: (the model version it went to, a future of its final response)."
     loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    put = completions(loop).put if BATCH_COMPLETIONS else functools.partial(call_in_loop, loop, _resolve)
+    fut, c = loop.create_future(), completions(loop)
     def done(r, resp, final):
-        if final: put(fut, resp)
+        if final: c.put(fut, resp)
     req.response_callback = done
     token = WAKE_AT_END_OF_TURN.set(loop)   # this caller awaits: the worker may be woken at the end of the turn (05)
-    try: return self.submit(req), fut
+    try: got = self.submit(req)
     finally: WAKE_AT_END_OF_TURN.reset(token)
+    c.in_flight += 1                        # submitted: its response will come through `put`
+    return got, fut
 
 # %% ../nbs/07_server.ipynb #f7bc7af8
 @patch
