@@ -16,9 +16,9 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 __all__ = ['log', 'PREFACE', 'DATA', 'HEADERS', 'PRIORITY', 'RST_STREAM', 'SETTINGS', 'PUSH_PROMISE', 'PING', 'GOAWAY',
            'WINDOW_UPDATE', 'CONTINUATION', 'END_STREAM', 'ACK', 'END_HEADERS', 'PADDED', 'PRIORITY_FLAG', 'WINDOW',
            'DEFAULT_WINDOW', 'DEFAULT_FRAME', 'MAX_MESSAGE', 'ENHANCE_YOUR_CALM', 'KEEPALIVE_PING', 'STREAM_BUFFER',
-           'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'TRANSPORT_ENV', 'frame', 'hpack_int', 'literal',
-           'percent_encode', 'metadata_block', 'trailers', 'Method', 'Abort', 'parse_timeout', 'H2Context', 'Stream',
-           'Keepalive', 'H2Protocol', 'H2Server', 'transport']
+           'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'HEADS_KEPT', 'TRANSPORT_ENV', 'frame', 'hpack_int',
+           'literal', 'percent_encode', 'metadata_block', 'trailers', 'Method', 'Abort', 'parse_timeout', 'H2Context',
+           'Stream', 'Keepalive', 'H2Protocol', 'read_head', 'H2Server', 'transport']
 
 # %% ../nbs/08f_grpc_h2.ipynb #849b4c21
 PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
@@ -153,6 +153,8 @@ class H2Protocol(asyncio.Protocol):
     def connection_made(self, transport):
         import hpack
         self.t, self.decoder, self.loop = transport, hpack.Decoder(), asyncio.get_running_loop()
+        self.heads, self.inserted = {}, 0   # call_head's decoded blocks, and the decoder's insertions so far
+        self._count_insertions()
         self.decoder.max_allowed_table_size = 4096
         if self.server is not None: self.server.connections.add(self)
         if self.ka.keepalive_time_ms > 0: self.timers['ping'] = self.loop.call_later(self.ka.keepalive_time_ms / 1000, self.keepalive_ping)
@@ -252,25 +254,55 @@ def on_continuation(self:H2Protocol, sid:int, flags:int, payload:bytes):
         self.header_block_done(sid, first, block)
 
 # %% ../nbs/08f_grpc_h2.ipynb #a7375e3b
+HEADS_KEPT = 32   # decoded header blocks kept per connection
+
 @patch
-def open_stream(self:H2Protocol, sid:int, flags:int, block:bytes):
-    headers = self.decoder.decode(block, raw=True)   # decoded even when refused: it updates the connection's table
-    self.last_sid = max(self.last_sid, sid)
-    s = Stream(sid, self.peer_window)
-    path, metadata, deadline, encoding, accepts_gzip = None, [], None, b'identity', False
+def call_head(self:H2Protocol, block:bytes) -> tuple:
+    "(path, metadata, timeout s or None, grpc-encoding, accepts gzip) of a call's header block; the same bytes decoded once."
+    got = self.heads.get(block)
+    if got is not None and got[0] == self.inserted: return got[1]
+    before = self.inserted
+    head = read_head(self.decoder.decode(block, raw=True))   # decoded even when refused: it updates the connection's table
+    if block and block[0] & 0xE0 == 0x20: self.inserted += 1   # a dynamic table size update (evicts)
+    if self.inserted == before:
+        if len(self.heads) >= HEADS_KEPT: self.heads.clear()
+        self.heads[block] = (before, head)
+    return head
+
+def read_head(headers) -> tuple:
+    "What a call needs from its decoded headers (raw bytes pairs)."
+    path, metadata, timeout, encoding, accepts_gzip = None, [], None, b'identity', False
     for k, v in headers:
         if k[:1] == b':':
             if k == b':path': path = v.decode()
             continue
         key = k.decode()
         if key in _NOT_METADATA:
-            if key == 'grpc-timeout' and (t := parse_timeout(v.decode())) is not None: deadline = time.monotonic() + t
+            if key == 'grpc-timeout': timeout = parse_timeout(v.decode())
             elif key == 'grpc-encoding': encoding = v
             elif key == 'grpc-accept-encoding': accepts_gzip = b'gzip' in v
             continue
         metadata.append((key, base64.b64decode(v + b'=' * (-len(v) % 4)) if key.endswith('-bin') else v.decode('utf-8', 'replace')))
+    return path, tuple(metadata), timeout, encoding, accepts_gzip
+
+@patch
+def _count_insertions(self:H2Protocol):
+    "Make the decoder's table count what it inserts into `self.inserted` (`call_head` trusts a kept block only while it is unchanged)."
+    table, add = self.decoder.header_table, self.decoder.header_table.add
+    def counted(name, value):
+        self.inserted += 1
+        return add(name, value)
+    table.add = counted
+
+# %% ../nbs/08f_grpc_h2.ipynb #171ef3e4
+@patch
+def open_stream(self:H2Protocol, sid:int, flags:int, block:bytes):
+    path, metadata, timeout, encoding, accepts_gzip = self.call_head(block)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    self.last_sid = max(self.last_sid, sid)
+    s = Stream(sid, self.peer_window)
     self.streams[sid] = s
-    s.encoding, s.ctx = encoding, H2Context(tuple(metadata), deadline, accepts_gzip)
+    s.encoding, s.ctx = encoding, H2Context(metadata, deadline, accepts_gzip)
     s.method, s.closed_remote = self.methods.get(path), bool(flags & END_STREAM)
     if self.going_away or (self.server is not None and self.server.stopping):
         return self.finish(s, grpc.StatusCode.UNAVAILABLE, 'the server is shutting down')
