@@ -418,9 +418,24 @@ async def run_streaming(self:H2Protocol, s:Stream):
             yield m.parse(data)
     try:
         async for response in m.handler(requests(), ctx):
-            self.send_message(s, m.serialize(response)); self.flush()
+            self.send_message(s, m.serialize(response)); self.flush_soon()
         self.finish(s, ctx.code or grpc.StatusCode.OK, ctx.details, ctx.trailing)
     except (asyncio.CancelledError, Exception) as e: self.failed(s, e)
+    self.flush_soon()
+
+# %% ../nbs/08f_grpc_h2.ipynb #46895d4f
+H2Protocol.flush_due = False
+
+@patch
+def flush_soon(self:H2Protocol):
+    "`flush` once, at the end of this turn of the event loop."
+    if self.flush_due: return
+    self.flush_due = True
+    self.loop.call_soon(self._flush_due)
+
+@patch
+def _flush_due(self:H2Protocol):
+    self.flush_due = False
     self.flush()
 
 # %% ../nbs/08f_grpc_h2.ipynb #91b54248
