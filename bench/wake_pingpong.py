@@ -1,173 +1,96 @@
-"""A loop thread and a worker thread handing a future back and forth: us and context switches per round trip for
-several ways of waking each other (bench/results/2026-12-05-pipe-wake.md). Run pinned to one core:
+"""A loop thread and a worker thread handing a future back and forth: microseconds and context switches per round
+trip for ways of waking each other (bench/results/2026-12-05-pipe-wake.md). Each case is `INBOUND-OUTBOUND`:
 
-    taskset -c 0 python bench/wake_pingpong.py cond lock lock_pipe cond_pipe cond_eventfd pipe_cst pipe_pipe pipe_pipe2 lock_cst
+    inbound (loop wakes worker):  cond   threading.Condition.notify      lock  a bare _thread lock released
+                                  pipe   os.write to a pipe the worker blocks on in os.read
+    outbound (worker wakes loop): cst    loop.call_soon_threadsafe
+                                  pipe   os.write to a pipe the loop reads (add_reader)
+                                  efd    os.eventfd_write to an eventfd the loop reads (Linux)
+
+    taskset -c 0 python bench/wake_pingpong.py cond-cst lock-cst lock-pipe cond-pipe cond-efd pipe-cst pipe-pipe pipe-efd
 """
-import asyncio, threading, time, sys, collections, _thread, os
+import asyncio, collections, os, sys, threading, time
 import uvloop
 
 N = 20000
-async def run(kind):
-    global CS0
-    loop = asyncio.get_running_loop()
+
+def inbound(kind):
+    "(put(item) from the loop, take() -> item in the worker)."
     q = collections.deque()
     if kind == 'cond':
         cond = threading.Condition()
-        def worker():
-            while True:
-                with cond:
-                    while not q: cond.wait()
-                    fut = q.popleft()
-                if fut is None: return
-                loop.call_soon_threadsafe(fut.set_result, 1)
-        def put(f):
+        def put(x):
+            with cond: q.append(x); cond.notify()
+        def take():
             with cond:
-                q.append(f); cond.notify()
+                while not q: cond.wait()
+                return q.popleft()
     elif kind == 'lock':
-        sem = _thread.allocate_lock(); sem.acquire()
-        def worker():
-            while True:
-                sem.acquire()
-                fut = q.popleft()
-                if fut is None: return
-                loop.call_soon_threadsafe(fut.set_result, 1)
-        def put(f):
-            q.append(f); sem.release()
-    elif kind == 'lock_pipe':   # reply through an os pipe the loop reads (add_reader)
-        sem = _thread.allocate_lock(); sem.acquire()
+        sem = threading.Lock(); sem.acquire()
+        def put(x): q.append(x); sem.release()
+        def take(): sem.acquire(); return q.popleft()
+    elif kind == 'pipe':
+        r, w = os.pipe()
+        def put(x): q.append(x); os.write(w, b'.')
+        def take(): os.read(r, 1); return q.popleft()
+    else: raise SystemExit(f'unknown inbound wake-up {kind!r}')
+    return put, take
+
+def outbound(kind, loop):
+    "resolve(fut) from the worker: the loop sets its result."
+    if kind == 'cst': return lambda fut: loop.call_soon_threadsafe(fut.set_result, 1)
+    done = collections.deque()
+    if kind == 'pipe':
         r, w = os.pipe(); os.set_blocking(r, False)
-        done = collections.deque()
-        def on_read():
-            os.read(r, 4096)
-            while done: done.popleft().set_result(1)
-        loop.add_reader(r, on_read)
-        def worker():
-            while True:
-                sem.acquire()
-                fut = q.popleft()
-                if fut is None: return
-                done.append(fut); os.write(w, b'x')
-        def put(f):
-            q.append(f); sem.release()
-    elif kind == 'cond_pipe':
-        cond = threading.Condition()
-        r, w = os.pipe(); os.set_blocking(r, False)
-        done = collections.deque()
-        def on_read():
-            os.read(r, 4096)
-            while done: done.popleft().set_result(1)
-        loop.add_reader(r, on_read)
-        def worker():
-            while True:
-                with cond:
-                    while not q: cond.wait()
-                    fut = q.popleft()
-                if fut is None: return
-                done.append(fut); os.write(w, b'x')
-        def put(f):
-            with cond:
-                q.append(f); cond.notify()
-    elif kind == 'cond_eventfd':
-        cond = threading.Condition()
-        efd = os.eventfd(0, os.EFD_NONBLOCK)
-        done = collections.deque()
-        def on_read():
-            os.eventfd_read(efd)
-            while done: done.popleft().set_result(1)
-        loop.add_reader(efd, on_read)
-        def worker():
-            while True:
-                with cond:
-                    while not q: cond.wait()
-                    fut = q.popleft()
-                if fut is None: return
-                done.append(fut); os.eventfd_write(efd, 1)
-        def put(f):
-            with cond:
-                q.append(f); cond.notify()
-    elif kind.startswith('pipe_pipe'):   # worker blocks in os.read; loop wakes it with os.write
-        r1, w1 = os.pipe()
-        efd = os.eventfd(0, os.EFD_NONBLOCK)
-        done = collections.deque()
-        def on_read():
-            os.eventfd_read(efd)
-            while done: done.popleft().set_result(1)
-        loop.add_reader(efd, on_read)
-        def worker():
-            while True:
-                os.read(r1, 1)
-                fut = q.popleft()
-                if fut is None: return
-                done.append(fut); os.eventfd_write(efd, 1)
-        if kind == 'pipe_pipe':
-            def put(f): q.append(f); os.write(w1, b'x')
-        else:
-            def put(f): q.append(f); loop.call_soon(os.write, w1, b'x')
-    elif kind == 'pipe_cst':
-        r1, w1 = os.pipe()
-        def worker():
-            while True:
-                os.read(r1, 1)
-                fut = q.popleft()
-                if fut is None: return
-                loop.call_soon_threadsafe(fut.set_result, 1)
-        def put(f): q.append(f); os.write(w1, b'x')
-    elif kind == 'pipe_pipe2':   # reply through an os.pipe, not eventfd
-        r1, w1 = os.pipe()
-        r2, w2 = os.pipe(); os.set_blocking(r2, False)
-        done = collections.deque()
-        def on_read():
-            os.read(r2, 4096)
-            while done: done.popleft().set_result(1)
-        loop.add_reader(r2, on_read)
-        def worker():
-            while True:
-                os.read(r1, 1)
-                fut = q.popleft()
-                if fut is None: return
-                done.append(fut); os.write(w2, b'x')
-        def put(f): q.append(f); os.write(w1, b'x')
-    elif kind == 'lock_cst':
-        sem = _thread.allocate_lock(); sem.acquire()
-        def worker():
-            while True:
-                sem.acquire()
-                fut = q.popleft()
-                if fut is None: return
-                loop.call_soon_threadsafe(fut.set_result, 1)
-        def put(f):
-            q.append(f); loop.call_soon(sem.release)
-    t = threading.Thread(target=worker, daemon=True); t.start()
-    await asyncio.sleep(0.01)
-    CS0=0
+        drain, wake = (lambda: os.read(r, 4096)), (lambda: os.write(w, b'.'))
+    elif kind == 'efd':
+        r = os.eventfd(0, os.EFD_NONBLOCK)
+        drain, wake = (lambda: os.eventfd_read(r)), (lambda: os.eventfd_write(r, 1))
+    else: raise SystemExit(f'unknown outbound wake-up {kind!r}')
+    def on_read():
+        try: drain()
+        except BlockingIOError: pass
+        while done: done.popleft().set_result(1)
+    loop.add_reader(r, on_read)
+    def resolve(fut): done.append(fut); wake()
+    return resolve
+
+def switches() -> int:
+    "Context switches of every thread of this process so far."
+    total = 0
     for tid in os.listdir('/proc/self/task'):
         for line in open(f'/proc/self/task/{tid}/status'):
-            if 'ctxt_switches' in line: CS0+=int(line.split()[1])
-    t0 = time.perf_counter()
-    for i in range(N):
-        f = loop.create_future(); put(f); await f
-    dt = time.perf_counter() - t0
-    def cs():
-        tot=0
-        for tid in os.listdir('/proc/self/task'):
-            for line in open(f'/proc/self/task/{tid}/status'):
-                if 'ctxt_switches' in line: tot+=int(line.split()[1])
-        return tot
-    print('  ctx switches/rt', (cs()-CS0)/N, end=' ')
-    put(None)
-    return dt / N * 1e6
+            if 'ctxt_switches' in line: total += int(line.split()[1])
+    return total
 
-async def inline():
+async def round_trips(case:str) -> tuple:
+    "(us, context switches) per round trip."
+    loop = asyncio.get_running_loop()
+    a, b = case.split('-')
+    put, take = inbound(a)
+    resolve = outbound(b, loop)
+    def worker():
+        while (fut := take()) is not None: resolve(fut)
+    threading.Thread(target=worker, daemon=True).start()
+    await asyncio.sleep(0.01)
+    cs, t0 = switches(), time.perf_counter()
+    for _ in range(N):
+        fut = loop.create_future(); put(fut); await fut
+    us, per = (time.perf_counter() - t0) / N * 1e6, (switches() - cs) / N
+    put(None)
+    return us, per
+
+async def inline() -> float:
+    "The same future resolved on the loop itself: what a round trip costs without a thread."
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()
-    for i in range(N):
-        f = loop.create_future(); loop.call_soon(f.set_result, 1); await f
+    for _ in range(N):
+        fut = loop.create_future(); loop.call_soon(fut.set_result, 1); await fut
     return (time.perf_counter() - t0) / N * 1e6
 
-uvloop.install()
-for kind in sys.argv[1:] or ['cond', 'lock', 'lock_pipe']:
-    for sw in (0.005,):
-        sys.setswitchinterval(sw)
-        r = [asyncio.run(run(kind)) for _ in range(3)]
-        print(kind, sw, ' '.join(f'{x:.1f}' for x in r), 'us/roundtrip')
-print('inline', ' '.join(f'{asyncio.run(inline()):.1f}' for _ in range(3)))
+if __name__ == '__main__':
+    uvloop.install()
+    for case in sys.argv[1:] or ['cond-cst', 'pipe-cst', 'pipe-efd']:
+        runs = [asyncio.run(round_trips(case)) for _ in range(3)]
+        print(f'{case:10} ' + '  '.join(f'{us:5.1f} us {cs:4.2f} switches' for us, cs in runs))
+    print(f'{"inline":10} ' + '  '.join(f'{asyncio.run(inline()):5.1f} us' for _ in range(3)))

@@ -568,7 +568,9 @@ class Completions:
         self._r = r
         os.set_blocking(r, False)
         try: self.loop.add_reader(r, self._drain, r)
-        except NotImplementedError: return _close_fds(r, w)
+        except NotImplementedError:   # a loop without add_reader (Windows' proactor): call_soon_threadsafe only
+            _close_fds(r, w)
+            return None
         weakref.finalize(self, _close_fds, r, w).atexit = False   # the process closes them at exit
         return w
 
