@@ -44,6 +44,8 @@ def still_healthy(s):
 # The bound on a health check's worst latency while a big request is decoded. A blocked event loop shows as the whole
 # decode (seconds; real Triton 2.51: 519-573 ms for the 63 MiB body); 250 ms leaves room for a loaded CI machine
 # running other test workers on the same two cores (215 ms seen there once, 34-46 ms when quiet: bench/results).
+# Where the blocked loop itself is measured (the 63 MiB body: ~470 ms quiet), the bound grows to half of it when a loaded
+# machine makes it slower: 275 ms was seen once in CI with two test workers on the two cores.
 HEALTH_BOUND_S = 0.25
 
 def health_latency_during(s, work) -> tuple:
@@ -125,6 +127,17 @@ def test_big_json_body_keeps_health_answered(server):
     still_healthy(server)
 
 
+def blocked_loop_s(gz:bytes) -> float:
+    "How long a loop that inflated and parsed `gz` itself would stop answering, timed here and now (same machine, same load)."
+    from triton_mini.http_hardening import inflate
+    from triton_mini.http_server import parse_json
+    from triton_mini.errors import TritonError
+    t = time.perf_counter()
+    try: parse_json(inflate(gz, 64 * MB))
+    except TritonError: pass
+    return time.perf_counter() - t
+
+
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
 def test_63mib_json_body_keeps_health_answered(server):
     "Issue 26 row 6: the 64 KB gzip of a 63 MiB body that fails at its end (decoded in the worker process): health within HEALTH_BOUND_S."
@@ -134,7 +147,8 @@ def test_63mib_json_body_keeps_health_answered(server):
     for _ in range(3):
         (status, _, out), worst, checks = health_latency_during(server, send)
         assert (status, out) == (500, b'{"error":"failed to parse the request JSON buffer: Invalid value. at 66060284"}')
-        assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+        bound = max(HEALTH_BOUND_S, blocked_loop_s(gz) / 2)
+        assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms)'
     still_healthy(server)
 
 
