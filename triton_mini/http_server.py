@@ -55,8 +55,9 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
     "Decode one request input; returns (name, array, new offset into the binary part)."
     params = inp.get('parameters') if isinstance(inp, dict) else None
     params = params if isinstance(params, dict) else {}
-    sources = [s for s, present in (("'data'", isinstance(inp, dict) and 'data' in inp), ("'binary_data_size'", 'binary_data_size' in params),
-                                    ("'shared_memory_region'", 'shared_memory_region' in params)) if present]
+    if not params and isinstance(inp, dict) and 'data' in inp: sources = ["'data'"]   # the usual input: nothing to weigh
+    else: sources = [s for s, present in (("'data'", isinstance(inp, dict) and 'data' in inp), ("'binary_data_size'", 'binary_data_size' in params),
+                                          ("'shared_memory_region'", 'shared_memory_region' in params)) if present]
     if len(sources) != 1:   # Triton checks this first, before the input's name
         raise TritonError("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
                           "'shared_memory_region' in 'parameters'. But " + (f"set {' '.join(sources)}" if sources else 'no field is set'))
@@ -86,7 +87,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     request_id = _field(doc, 'id', str, required=False) or ''
     user, reserved = split_parameters(doc['parameters']) if isinstance(doc, dict) and 'parameters' in doc else ({}, {})   # null is not absent
     inputs, offset = {}, 0
-    if _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
+    if binary and _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     for inp in _field(doc, 'inputs', list):
         name, arr, offset = _input_array(inp, model, request_id, binary, offset, shm)
         if name in inputs: raise TritonError(f"{request_prefix(request_id)}input '{name}' already exists in request")

@@ -576,15 +576,17 @@ class Completions:
 
     def put(self, fut, resp):
         "From a worker thread: resolve `fut` with `resp` on the loop."
-        if self._w is None or self.in_flight > 1: return call_in_loop(self.loop, self._settle, fut, resp)
+        if self._w is None: return call_in_loop(self.loop, self._settle, fut, resp)
         with self.lock:
             self.items.append((fut, resp))
             if len(self.items) > 1: return       # a wake-up is on its way; it will take this one too
-        if not self.loop.is_closed(): os.write(self._w, b'.')
+        if self.in_flight > 1: call_in_loop(self.loop, self._drain)   # busy: one callback for a batch's responses
+        elif not self.loop.is_closed(): os.write(self._w, b'.')
 
-    def _drain(self, r):
-        try: os.read(r, 512)
-        except BlockingIOError: pass
+    def _drain(self, r=None):
+        if r is not None:
+            try: os.read(r, 512)
+            except BlockingIOError: pass
         with self.lock: items, self.items = self.items, []
         for fut, resp in items: self._settle(fut, resp)
 
