@@ -28,10 +28,10 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS',
-           'InputSpec', 'LoadedModel', 'validate_request', 'TritonServer', 'backend_class', 'check_correlation_id',
-           'check_runtime', 'read_labels', 'call_in_loop', 'Completions', 'completions', 'off_loop', 'run_loop',
-           'output_bytes', 'classify', 'apply_log_settings']
+__all__ = ['log', 'CHECKED_SHAPES', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES',
+           'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'check_request', 'TritonServer',
+           'backend_class', 'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop', 'Completions',
+           'completions', 'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -64,6 +64,8 @@ class LoadedModel:
         self.required = [n for n, s in self.inputs.items() if not s.optional]
         self.output_names = [o.name for o in self.config.output]
         self._output_set = set(self.output_names)
+        self.reshapes = any(s.reshape is not None for s in self.inputs.values())
+        self.checked = {}   # request shapes that passed validate_request -> their batch size (check_request)
 
     def __repr__(self): return f'LoadedModel({self.name!r}, version={self.version}, backend={self.backend!r})'
 
@@ -134,6 +136,20 @@ def _reshaped(arr, spec:InputSpec, batching:bool):
     "The input as the model sees it: the config's `reshape` (its -1s take the request's variable dims)."
     inner = apply_reshape(list(arr.shape[1:] if batching else arr.shape), list(spec.dims), spec.reshape)
     return arr.reshape(([arr.shape[0]] if batching else []) + inner)
+
+# %% ../nbs/07_server.ipynb #adb54463
+CHECKED_SHAPES = 256   # request shapes each loaded version remembers as checked (forgotten all at once past it)
+
+def check_request(m:LoadedModel, req:InferenceRequest):
+    "`validate_request`, skipped for a request shaped like one that passed before (its batch size is remembered)."
+    outputs = req.requested_outputs
+    key = (tuple([(name, arr.dtype, arr.shape) for name, arr in req.inputs.items()]), outputs and tuple(outputs))
+    known = m.checked.get(key)
+    if known is not None: req.batch_size = known; return
+    validate_request(m, req)
+    if m.reshapes: return
+    if len(m.checked) >= CHECKED_SHAPES: m.checked.clear()
+    m.checked[key] = req.batch_size
 
 # %% ../nbs/07_server.ipynb #d94d0073
 class TritonServer:
@@ -263,7 +279,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     asked, inputs = req.model_version, req.inputs
     m = self.repository.get(req.model_name, asked)
     for _ in range(_RESUBMITS):
-        validate_request(m, req)
+        check_request(m, req)
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
         if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req)   # 07b_trace
         if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
