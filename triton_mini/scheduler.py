@@ -18,11 +18,11 @@ from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse,
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'WAKE_AT_END_OF_TURN', 'create_instances',
-           'Duration', 'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler', 'SchedulerStopped',
-           'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher', 'create_scheduler',
-           'simulate_batching', 'poisson_arrivals', 'batching_summary', 'execute_failure', 'OrderedDelivery',
-           'WaitLearner', 'simulate_clients']
+__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'PROBE_GAP', 'WAKE_AT_END_OF_TURN',
+           'create_instances', 'Duration', 'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler',
+           'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher',
+           'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary', 'execute_failure',
+           'OrderedDelivery', 'WaitLearner', 'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -292,7 +292,7 @@ class DynamicBatcher(Scheduler):
         self.preferred = list(db.preferred_batch_size) or [self.max_batch_size]
         self.max_delay_ns = db.max_queue_delay_microseconds * 1000
         self.ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
-        self.learner = WaitLearner() if adaptive_queue_delay(config) else None   # opt-in, see "Waiting only when it pays"
+        self.learner = WaitLearner(probe_gap_ns=PROBE_GAP * self.max_delay_ns) if adaptive_queue_delay(config) else None   # opt-in, see "Waiting only when it pays"
         self._waiting_n = None   # the batch's size when the current wait began (None: not waiting)
         super().__init__(config, instances, stats, clock)
 
@@ -362,7 +362,7 @@ def _take(self:DynamicBatcher):
             waited = now - min(e.req.arrival_ns for e in head)
             n, wait_ns = next_batch([e.req.batch_size for e in head], [e.key for e in head], self.max_batch_size,
                                     self.preferred, waited, self.max_delay_ns if not self._stopping else 0)
-            if self.learner is not None: n = self._learn(n, len(head))   # opt-in: Appendix: waiting only when it pays
+            if self.learner is not None: n = self._learn(n, len(head), now)   # opt-in: Appendix: waiting only when it pays
             if n: return self._pop(n)
             self._cond.wait(wait_ns / 1e9)
 
@@ -670,18 +670,20 @@ def _reap(self:DynamicBatcher):
             cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
 
 # %% ../nbs/05_scheduler.ipynb #167bd5a0
+PROBE_GAP = 100   # delays between two probes, at least: a lone client waits at most 1% of its time
+
 class WaitLearner:
     "Learns whether the dynamic batcher's queue delay brings company; while it does not, the delay is skipped."
-    def __init__(self, futile_limit:int=4, first_probe:int=8, max_probe:int=256):
-        self.futile_limit, self.first_probe, self.max_probe = futile_limit, first_probe, max_probe
-        self.futile, self.probe_every, self.skipped = 0, first_probe, 0
+    def __init__(self, futile_limit:int=4, first_probe:int=8, max_probe:int=256, probe_gap_ns:int=0):
+        self.futile_limit, self.first_probe, self.max_probe, self.probe_gap_ns = futile_limit, first_probe, max_probe, probe_gap_ns
+        self.futile, self.probe_every, self.skipped, self.last_probe = 0, first_probe, 0, float('-inf')
 
-    def should_wait(self) -> bool:
+    def should_wait(self, now_ns:int=0) -> bool:
         "Asked when Triton's rule would start a wait: False means dispatch now."
         if self.futile < self.futile_limit: return True
         self.skipped += 1
-        if self.skipped < self.probe_every: return False
-        self.skipped = 0
+        if self.skipped < self.probe_every or now_ns - self.last_probe < self.probe_gap_ns: return False
+        self.skipped, self.last_probe = 0, now_ns
         return True                                   # a probe: wait once, to see whether company comes now
 
     def waited(self, gained:bool):
@@ -693,10 +695,10 @@ class WaitLearner:
 
 # %% ../nbs/05_scheduler.ipynb #52725a6f
 @patch
-def _learn(self:DynamicBatcher, n:int, queued:int) -> int:
+def _learn(self:DynamicBatcher, n:int, queued:int, now:int) -> int:
     "What to send now under the adaptive rule: the rule's `n`, or all `queued` requests when a wait would not pay."
     if not n and self._waiting_n is None:   # a wait would begin: does it pay?
-        if self.learner.should_wait(): self._waiting_n = queued
+        if self.learner.should_wait(now): self._waiting_n = queued
         else: n = queued
     if n and self._waiting_n is not None: self.learner.waited(n > self._waiting_n); self._waiting_n = None
     return n
@@ -713,7 +715,7 @@ def simulate_clients(clients:int, n_requests:int=600, rtt_ms:float=0.2, max_batc
         n, wait = next_batch([1] * len(queue), [0] * len(queue), max_batch_size, list(preferred),
                              round((t - queue[0]) * 1e6), round(max_delay_ms * 1e6))
         if not n and learner is not None and waiting_n is None:
-            if learner.should_wait(): waiting_n = len(queue)
+            if learner.should_wait(round(t * 1e6)): waiting_n = len(queue)
             else: n = len(queue)
         if n:
             if waiting_n is not None: learner.waited(n > waiting_n); waiting_n = None
