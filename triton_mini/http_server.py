@@ -13,7 +13,7 @@ from .tensors import (TritonError, DATATYPES, from_json_data, json_data, json_du
 from .backend import InferenceRequest, InferenceResponse
 from .server import TritonServer, off_loop, output_bytes, classify, DEFAULT_LOG_SETTINGS
 from .shared_memory import Placement
-from .http_hardening import _field, parse_json, header_length, json_repeated_keys   # 08d_http_hardening: rapidjson's words, C's atoi, repeated keys
+from .http_hardening import _field, parse_json, parse_infer_json, header_length, json_repeated_keys   # 08d_http_hardening: rapidjson's words, big tensors into numpy, C's atoi, repeated keys
 from .asgi import (Response, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, exception_kind, _noisy, INTERNAL_ERROR,
                               _ClientGone, _read_body, _compress, HTTPService, bind_socket, answer_lifespan)
 
@@ -83,7 +83,7 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
         raise TritonError(f'inference header size should be in range (0, {len(body)}), got: {header_length}')
     json_part = body.split(b'\0', 1)[0] if header_length is None else body[:header_length]   # rapidjson stops at a NUL
     binary = memoryview(body)[header_length:] if header_length is not None else memoryview(b'')
-    doc = parse_json(json_part)
+    doc = parse_infer_json(json_part)   # parse_json, with big FP32/FP64 `data` read straight into numpy (08d)
     request_id = _field(doc, 'id', str, required=False) or ''
     user, reserved = split_parameters(doc['parameters']) if isinstance(doc, dict) and 'parameters' in doc else ({}, {})   # null is not absent
     inputs, offset = {}, 0

@@ -217,6 +217,7 @@ def from_json_data(data,               # `data` as a JSON parser returned it: fl
                   )->np.ndarray:       # An array of `shape` in the datatype's numpy dtype
     "Decode an input's JSON `data` the way Triton does, with Triton's errors."
     dt = _lookup(datatype, name)
+    if isinstance(data, np.ndarray): return _read_numbers(data, dt, shape, name, model, request_id)   # already read by a C parser (appendix)
     if not isinstance(data, (list, tuple)): raise _data_error('attempt to access JSON non-array as array')
     kind, count = _KIND[dt.wire], element_count(shape)
     if kind == 'binary_only':
@@ -431,6 +432,15 @@ def json_data(arr:np.ndarray, datatype:str):
         if not np.isfinite(a).all(): return to_json_data(arr, datatype)
         a = a.astype(np.float64)
     return orjson.Fragment(orjson.dumps(np.ascontiguousarray(a).ravel(), option=orjson.OPT_SERIALIZE_NUMPY))
+
+# %% ../nbs/01_tensors.ipynb #81a6643c
+def _read_numbers(values:np.ndarray, dt, shape:list, name:str, model:str, request_id:str)->np.ndarray:
+    "The tensor from numbers a C JSON parser already read as float64 (every leaf a number)."
+    if _KIND[dt.wire] != 'fp': return from_json_data(values.tolist(), dt.wire, shape, name=name, model=model, request_id=request_id)
+    count = element_count(shape)
+    if count == 0: _check_holdable(shape, dt.np_dtype.itemsize, '', '', '')
+    if values.size != count: raise _data_error(_SHAPE_MISMATCH)
+    with np.errstate(over='ignore'): return values.astype(dt.np_dtype).reshape(shape)
 
 # %% ../nbs/01_tensors.ipynb #b16ceaf5
 def _string_count_error(got, expected, name, model, request_id):
