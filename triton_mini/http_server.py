@@ -81,7 +81,8 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     "An InferenceRequest (without callback) and the output options from an HTTP infer body (`shm`: the server's SharedMemoryRegistry)."
     if header_length is not None and not 0 < header_length <= len(body) and not (header_length == 0):
         raise TritonError(f'inference header size should be in range (0, {len(body)}), got: {header_length}')
-    json_part = body.split(b'\0', 1)[0] if header_length is None else body[:header_length]   # rapidjson stops at a NUL
+    json_part = body if header_length is None else body[:header_length]
+    if header_length is None and b'\0' in body: json_part = body[:body.index(b'\0')]   # rapidjson stops at a NUL
     binary = memoryview(body)[header_length:] if header_length is not None else memoryview(b'')
     doc = parse_infer_json(json_part)   # parse_json, with big FP32/FP64 `data` read straight into numpy (08d)
     request_id = _field(doc, 'id', str, required=False) or ''
