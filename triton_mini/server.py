@@ -28,10 +28,10 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'CHECKED_SHAPES', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'LONE_WAIT', 'LONE_SKIP',
-           'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'check_request',
-           'TritonServer', 'backend_class', 'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop',
-           'Completions', 'completions', 'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
+__all__ = ['log', 'CHECKED_SHAPES', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES',
+           'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'check_request', 'TritonServer',
+           'backend_class', 'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop', 'Completions',
+           'completions', 'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -571,15 +571,10 @@ async def stream_infer(self:TritonServer, model_name:str, inputs:dict, **kw):
 def _resolve(fut, resp):
     if not fut.done(): fut.set_result(resp)
 
-LONE_WAIT = 0.0005   # s: how long a loop with one request in flight waits on a lock for its answer
-LONE_SKIP = 64       # lone requests that do not wait after a wait that timed out
-
 class Completions:
-    "Final responses crossing from worker threads to one event loop: a lock it waits on, a pipe when it sleeps, `call_soon_threadsafe` when busy."
+    "Final responses crossing from worker threads to one event loop: a pipe when it sleeps, `call_soon_threadsafe` when busy."
     def __init__(self, loop):
         self.loop, self.items, self.lock, self.in_flight = loop, [], threading.Lock(), 0
-        self.signal, self.waiting, self.skip = threading.Lock(), False, 0   # `signal` is held, except to wake a waiting loop
-        self.signal.acquire()
         self._w = self._pipe()
 
     def _pipe(self):
@@ -600,24 +595,9 @@ class Completions:
         if self._w is None: return call_in_loop(self.loop, self._settle, fut, resp)
         with self.lock:
             self.items.append((fut, resp))
-            if self.waiting: self.waiting = False; return self.signal.release()   # the loop waits in wait_lone
             if len(self.items) > 1: return       # a wake-up is on its way; it will take this one too
         if self.in_flight > 1: call_in_loop(self.loop, self._drain)   # busy: one callback for a batch's responses
         elif not self.loop.is_closed(): os.write(self._w, b'.')
-
-    def wait_lone(self):
-        "On the loop, at the end of its turn: wait up to LONE_WAIT for the answer to its only request in flight."
-        if self.in_flight != 1 or self._w is None: return
-        if self.skip: self.skip -= 1; return
-        with self.lock:
-            if self.items: return                # answered already: the pipe has the wake-up
-            self.waiting = True
-        got = self.signal.acquire(timeout=LONE_WAIT)
-        with self.lock:
-            if self.waiting: self.waiting, got = False, False   # still unanswered: the pipe will bring it
-            elif not got: got = self.signal.acquire(False)     # released just after the timeout: take it back
-        if got: self._drain()
-        else: self.skip = LONE_SKIP
 
     def _drain(self, r=None):
         if r is not None:
@@ -651,7 +631,6 @@ def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
     try: got = self.submit(req)
     finally: WAKE_AT_END_OF_TURN.reset(token)
     c.in_flight += 1                        # submitted: its response will come through `put`
-    if c.in_flight == 1: loop.call_soon(c.wait_lone)   # after the scheduler's end-of-turn wake-up (call_soon is FIFO)
     return got, fut
 
 # %% ../nbs/07_server.ipynb #f7bc7af8
