@@ -86,11 +86,13 @@ def pytest_collection_modifyitems(config, items):
 
 WANTS = {'the real Triton (tools/real_triton.py, $TRITON_ORACLE)': ts.SKIP_ORACLE,
          "Triton's QA corpus ($TRITON_QA_DIR)": 'Triton QA corpus not found',
-         'llama-cpp-python (the llm extra)': "No module named 'llama_cpp'"}
+         'llama-cpp-python (the llm extra)': "No module named 'llama_cpp'",
+         "Triton's example programs (client, python_backend: tests/test_triton_examples.py)": 'examples not found',
+         'ray (the ray extra)': 'the ray extra is not installed'}
 
 
 def pytest_terminal_summary(terminalreporter):
-    "One closing line: how many tests were skipped for want of the oracle, the QA corpus or the llm extra."
+    "One closing line: how many tests were skipped for want of the oracle, the QA corpus, Triton's examples or an extra."
     reasons = [str(r.longrepr[2]) if isinstance(r.longrepr, tuple) else str(r.longrepr)
                for r in terminalreporter.stats.get('skipped', [])]
     counts = {want: sum(key in r for r in reasons) for want, key in WANTS.items()}
