@@ -172,7 +172,7 @@ def parse_infer_json(body:bytes):
     "`parse_json(body)`, except a big FP32/FP64 input's `data` is one float64 array read by simdjson."
     if simdjson is None or len(body) < NUMBERS_JSON_BYTES: return parse_json(body)
     try: return _numbers_doc(simdjson.Parser().parse(body))
-    except (ValueError, TypeError, RuntimeError, KeyError): pass  # not plain JSON to simdjson: the exact reader decides
+    except Exception: pass   # anything simdjson does not take as plain JSON: the exact reader decides, in Triton's words
     return parse_json(body)
 
 def _plain(v):
