@@ -242,6 +242,8 @@ def on_headers_complete(self:ConnectionGuard):
     self._head_complete()
     self.scope.setdefault('extensions', {})['triton_mini.raw_headers'] = self._raw
     super(ConnectionGuard, self).on_headers_complete()
+    if b'#' in self.url and self.url.startswith(b'/') and 'raw_path' in self.scope:   # Triton routes on the whole target:
+        self.scope['raw_path'] = self.url.split(b'?', 1)[0]                            # '/v2/health/live#x' is Not Found
     if ONE_WRITE and self.cycle is not None and self.scope['method'] != 'HEAD': self.cycle.transport = OneWrite(self.transport)   # below
 
 @patch

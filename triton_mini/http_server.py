@@ -65,7 +65,7 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
     for d in shape:
         if type(d) is not int or d < 0:
             raise TritonError("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer", 'INTERNAL')
-    if datatype not in DATATYPES: raise TritonError(f'invalid datatype for input {name}')
+    if datatype not in DATATYPES and sources[0] != "'binary_data_size'": raise TritonError(f'invalid datatype for input {name}')
     if sources[0] == "'shared_memory_region'":   # the shared-memory extension, below
         buf = shm.read(shm_placement(params, shm))
         return name, from_binary(buf, datatype, shape, name=name, model=model, request_id=request_id), offset
@@ -74,7 +74,9 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
     size = _field(params, 'binary_data_size', 'uint')
     if offset + size > len(binary):
         raise TritonError(f"unexpected size for input '{name}', expecting {offset + size - len(binary)} additional bytes for model '{model}'")
-    return name, from_binary(binary[offset:offset + size], datatype, shape, name=name, model=model, request_id=request_id), offset + size
+    # Triton's HTTP layer only cuts the binary part here; the tensor is checked (size, datatype) once the body is read
+    later = functools.partial(from_binary, binary[offset:offset + size], datatype, shape, name=name, model=model, request_id=request_id)
+    return name, later, offset + size
 
 # %% ../nbs/08_http.ipynb #53049003
 def decode_infer_request(model:str, version:int, body:bytes, header_length:int|None, shm=None) -> tuple:
@@ -88,25 +90,18 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
     request_id = _field(doc, 'id', str, required=False) or ''
     user, reserved = split_parameters(doc['parameters']) if isinstance(doc, dict) and 'parameters' in doc else ({}, {})   # null is not absent
     inputs, offset = {}, 0
-    if binary and _declared_binary_size(doc) < len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
     for inp in _field(doc, 'inputs', list):
         name, arr, offset = _input_array(inp, model, request_id, binary, offset, shm)
         if name in inputs: raise TritonError(f"{request_prefix(request_id)}input '{name}' already exists in request")
         inputs[name] = arr
     if offset != len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
+    for name, arr in inputs.items():
+        if isinstance(arr, functools.partial): inputs[name] = arr()   # the binary inputs, now that the whole body was read
     req = InferenceRequest(model, inputs, model_version=version, id=request_id, parameters=user,
                            priority=reserved.get('priority', 0), timeout_us=reserved.get('timeout', 0),
                            correlation_id=reserved.get('sequence_id', 0),       # the sequence extension
                            flags=(1 if reserved.get('sequence_start') else 0) | (2 if reserved.get('sequence_end') else 0))
     return req, _output_options(doc, reserved, shm)
-
-# %% ../nbs/08_http.ipynb #b5636424
-def _declared_binary_size(doc) -> int:
-    "Sum of the inputs' binary_data_size (inputs without one add 0), or a huge number when one is invalid (check skipped)."
-    inputs = doc.get('inputs') if isinstance(doc, dict) else None
-    params = [i.get('parameters') for i in (inputs if isinstance(inputs, list) else []) if isinstance(i, dict)]
-    sizes = [p['binary_data_size'] for p in params if isinstance(p, dict) and 'binary_data_size' in p]
-    return sum(sizes) if all(type(n) is int and n >= 0 for n in sizes) else 1 << 62
 
 # %% ../nbs/08_http.ipynb #45d60153
 def _output_options(doc:dict, reserved:dict, shm=None) -> dict:
@@ -353,11 +348,14 @@ async def _serve(self:HTTPFrontend, scope, receive, send):
 from .tensors import to_json_data
 from .server import call_in_loop
 from .asgi import watch_disconnect
+from .tensors import _leaves, _BYTES_JSON_ERROR
 
 def _generate_input(m, spec, value, req_id):
     "One generate field as the input tensor `spec` describes."
     wire = config_to_wire(spec.data_type)
     flat = value if isinstance(value, list) else [value]
+    if wire == 'BYTES' and not all(isinstance(v, str) for v in _leaves(flat)):   # Triton reads strings before the shape
+        raise TritonError(_BYTES_JSON_ERROR, 'INTERNAL')
     dims = list(spec.dims)
     known = int(np.prod([d for d in dims if d != -1])) if dims else 1
     if -1 in dims:
@@ -376,7 +374,11 @@ def decode_generate(m, body:bytes) -> InferenceRequest:
     specs, inputs, params = {i.name: i for i in m.config.input}, {}, {}
     req_id = doc['id'] if isinstance(doc.get('id'), str) else ''
     def take(k, v, where=''):
-        if k in specs: inputs[k] = _generate_input(m, specs[k], v, req_id)
+        if k in specs:
+            try: inputs[k] = _generate_input(m, specs[k], v, req_id)
+            except TritonError as e:   # inside "parameters", Triton's words say where
+                if where: raise TritonError(where + e.message, e.code) from None
+                raise
         elif v is None or isinstance(v, (list, dict)):
             raise TritonError(f"{where}parameter '{k}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         else: params[k] = v
@@ -519,8 +521,9 @@ from .server import apply_log_settings
 @patch
 async def _logging(self:HTTPFrontend, method, body) -> Response:
     if method == 'POST':
-        doc = await off_loop(len(body), parse_json, body) if body.strip() else {}
+        doc = await off_loop(len(body), parse_json, body)   # an empty body too: rapidjson's "The document is empty"
         if not isinstance(doc, dict): doc = {}      # Triton finds no settings in a body that is not an object
+        doc = {k: v for k, v in doc.items() if v is not None}   # nor in a null
         if 'log_file' in doc: return Response(501, b'{"error":"log file location can not be updated through network protocol"}')
         for k in ('log_info', 'log_warning', 'log_error'):
             if k in doc: self.log_settings[k] = _field(doc, k, bool, verb=None)
@@ -537,7 +540,7 @@ add_routes({('logging', ''): (('GET', 'POST'), 'logging', lambda f, c: f._loggin
 # %% ../nbs/08_http.ipynb #17018a09
 @patch
 async def _trace(self:HTTPFrontend, model:str|None, method:str, body:bytes) -> Response:
-    doc = await off_loop(len(body), parse_json, body) if method == 'POST' and body.strip() else None
+    doc = await off_loop(len(body), parse_json, body) if method == 'POST' else None   # an empty body is a JSON error, as in Triton
     return Response(200, json_dumps(self.server.trace_setting(model or '', doc).to_json()))
 
 add_routes({('trace', 'setting'): (('GET', 'POST'), 'trace', lambda f, c: f._trace(c.name, c.method, c.body))})

@@ -323,6 +323,16 @@ case('binary_size_mismatch', 'POST', f'{ADD}/infer',
               f32(1, 2, 3, 4), f32(1, 2, 3)))
 case('binary_size_negative', 'POST', f'{ADD}/infer',
      **binary(infer(A, tensor('INPUT1', 'FP32', [1, 4], binary_data_size=-16)), f32(1, 2, 3, 4)))
+# Triton reads every input (source, name, JSON data) before it checks that the binary part was used up; the tensor
+# made from a binary input (its size, its datatype) is checked after that
+I32 = '/v2/models/identity_int32/infer'
+case('binary_extra_after_bad_json_data', 'POST', I32, **binary(infer(tensor('X', 'INT32', [1, 3], ['a', 2, 3])), i32(1, 2, 3)))
+case('binary_extra_after_bad_name', 'POST', I32, **binary(infer({'name': 5, 'datatype': 'INT32', 'shape': [1, 3], 'data': [1, 2, 3]}), i32(1, 2, 3)))
+case('binary_extra_input_without_data', 'POST', I32,
+     **binary(infer(tensor('X', 'INT32', [1, 3], [1, 2, 3]), tensor('Y', 'INT32', [1])), i32(1, 2, 3)))
+case('binary_extra_no_inputs_key', 'POST', I32, **binary({'inp_ts': [tensor('X', 'INT32', [1, 3], binary_data_size=12)]}, i32(1, 2, 3)))
+case('binary_declared_short_for_shape', 'POST', I32, **binary(infer(tensor('X', 'INT32', [1, 3], binary_data_size=8)), i32(1, 2, 3)))
+case('binary_invalid_datatype_extra', 'POST', I32, **binary(infer(tensor('X', 'INT3;', [1, 3], binary_data_size=12)), i32(1, 2, 3, 4)))
 case('raw_request', 'POST', '/v2/models/identity_int32/infer', i32(7, 8, 9), headers={'Inference-Header-Content-Length': '0'})
 case('raw_request_multi_input_model', 'POST', f'{ADD}/infer', f32(1, 2, 3, 4), headers={'Inference-Header-Content-Length': '0'})
 case('raw_request_bytes_model', 'POST', '/v2/models/echo_text/infer', b'hello', headers={'Inference-Header-Content-Length': '0'})
@@ -397,6 +407,11 @@ case('stream_ensemble', 'POST', '/v2/models/ens/generate_stream', gen_body(X=[1,
 case('generate_wrong_shape', 'POST', f'{G}/generate', gen_body(text_input=['a', 'b']))
 case('generate_number_for_bytes', 'POST', f'{G}/generate', gen_body(text_input=5))
 case('generate_string_for_fp32', 'POST', f'{G}/generate', gen_body(text_input='hi', temperature='hot'))
+case('generate_parameters_wrong_shape', 'POST', f'{G}/generate', gen_body(text_input='hi', parameters={'temperature': [0, 0]}))
+case('generate_parameters_not_number', 'POST', f'{G}/generate', gen_body(text_input='hi', parameters={'temperature': {'x': 0.5}}))
+case('generate_number_among_strings', 'POST', f'{G}/generate', gen_body(text_input=['a', 1]))
+case('generate_nested_numbers_for_bytes', 'POST', f'{G}/generate', gen_body(text_input=[[1, 2], [3]]))
+case('generate_nested_strings', 'POST', f'{G}/generate', gen_body(text_input=[['a', 'b'], ['c']]))
 case('generate_unknown_model', 'POST', '/v2/models/nope/generate', gen_body(text_input='hi'))
 case('generate_malformed_json', 'POST', f'{G}/generate', '{"text_input": ')
 case('generate_decoupled_one_response', 'POST', '/v2/models/decoupled/generate', gen_body(text_input='hi', N=1))
@@ -554,8 +569,17 @@ case('logging_set_file', 'POST', '/v2/logging', {'log_file': '/tmp/x.log'})
 case('logging_bad_level', 'POST', '/v2/logging', {'log_verbose_level': -1})
 case('logging_bad_bool', 'POST', '/v2/logging', {'log_info': 'yes'})
 case('logging_set_and_restore', 'POST', '/v2/logging', {'log_verbose_level': 0, 'log_info': True})
+case('logging_empty_body', 'POST', '/v2/logging', b'')
+case('logging_blank_body', 'POST', '/v2/logging', b'  ')
+case('logging_null_values', 'POST', '/v2/logging', {'log_verbose_level': None, 'log_format': None, 'log_file': None, 'log_warning': None, 'log_info': True})
 case('trace_setting', 'GET', '/v2/trace/setting')
 case('trace_setting_model', 'GET', '/v2/models/add_sub/trace/setting')
+case('trace_setting_empty_body', 'POST', '/v2/trace/setting', b'')
+case('trace_setting_model_empty_body', 'POST', '/v2/models/add_sub/trace/setting', b' ')
+# A '#' is part of the path for Triton (no fragment is cut off): no route matches, or the model name holds it
+case('fragment_health', 'GET', '/v2/health/live#x')
+case('fragment_model_metadata', 'GET', f'{ADD}#x')
+case('fragment_infer', 'POST', f'{ADD}/infer#', OK)
 case('trace_setting_bad_rate', 'POST', '/v2/trace/setting', {'trace_rate': '0'})
 # Shared memory without a shm object (regions that exist are compared in tests/test_shared_memory.py, which makes them)
 SHM, CUDA = '/v2/systemsharedmemory', '/v2/cudasharedmemory'
