@@ -589,11 +589,38 @@ def catalogue():
               ('ensemble', 'ModelInfer', pb.ModelInferRequest(model_name='ens', inputs=[T(name='X', datatype='FP32', shape=[1, 2], contents=C(fp32_contents=[1, 2]))])),
               ('versioned', 'ModelInfer', pb.ModelInferRequest(model_name='versioned', inputs=[T(name='X', datatype='INT32', shape=[1], contents=C(int_contents=[1]))])),
               ('versioned 2', 'ModelInfer', pb.ModelInferRequest(model_name='versioned', model_version='2', inputs=[T(name='X', datatype='INT32', shape=[1], contents=C(int_contents=[1]))]))]
+    calls += _order_cases()
     sc = np.array([[0.1, 0.5, 0.2, 0.9, 0.3], [5, 4, 3, 2, 1]], np.float32)
     classify = pb.ModelInferRequest(model_name='classify', inputs=[T(name='SCORES_IN', datatype='FP32', shape=[2, 5])], raw_input_contents=[sc.tobytes()])
     classify.outputs.add(name='SCORES').parameters['classification'].int64_param = 3
     calls.append(('classify', 'ModelInfer', classify))
     return calls
+
+
+def _order_cases():
+    "Requests with two faults: which one Triton names (found by bench/fuzz_grpc_vs_triton.py; outputs, count, names, then per input from the last)."
+    f4, raw = lambda *shape: T(name='', datatype='FP32', shape=list(shape)), lambda n: b'\0' * n
+    def add(t0, t1, r0=16, r1=16, **kw):
+        t0.name, t1.name = 'INPUT0', 'INPUT1'
+        return pb.ModelInferRequest(model_name='add_sub', inputs=[t0, t1], raw_input_contents=[raw(r0), raw(r1)], **kw)
+    typed = lambda *inputs, raws=(): pb.ModelInferRequest(model_name='typed', inputs=list(inputs), raw_input_contents=list(raws))
+    return [('order: unknown output, unknown input', 'ModelInfer', _edit(add(f4(1, 4), f4(1, 4)), lambda r: (r.inputs[1].__setattr__('name', 'Z'), r.outputs.add(name='NOPE')))),
+            ('order: too many inputs', 'ModelInfer', pb.ModelInferRequest(model_name='ens', inputs=[T(name='X', datatype='FP32', shape=[1, 2], contents=C(fp32_contents=[1, 2])),
+                                                                                                   T(name='INPUT0', datatype='FP32', shape=[1], contents=C(fp32_contents=[1]))])),
+            ('order: two unknown inputs', 'ModelInfer', pb.ModelInferRequest(model_name='gen', inputs=[T(name='INPUT0', datatype='FP32', shape=[1], contents=C(fp32_contents=[1])),
+                                                                                                       T(name='INPUT1', datatype='FP32', shape=[1], contents=C(fp32_contents=[1]))])),
+            ('order: unknown input after a bad shape', 'ModelInfer', typed(T(name='input0', datatype='INT16', shape=[2], contents=C(int_contents=[1, 2])),
+                                                                           T(name='FP64', datatype='FP64', shape=[1, 1], contents=C(fp64_contents=[0.5])))),
+            ('order: bad shape, bad datatype', 'ModelInfer', add(f4(1, 4, 1), T(datatype='INT64', shape=[1, 4]), r1=32)),
+            ('order: bad datatype, bad shape', 'ModelInfer', add(T(datatype='INT64', shape=[1, 4]), f4(1, 4, 1), r0=32)),
+            ('order: two byte sizes', 'ModelInfer', typed(T(name='INT16', datatype='INT16', shape=[2]), T(name='FP64', datatype='FP64', shape=[1]), raws=[raw(3), raw(9)])),
+            ('order: byte size, datatype', 'ModelInfer', typed(T(name='INT16', datatype='UINT32', shape=[2]), T(name='FP64', datatype='FP64', shape=[1]), raws=[raw(8), raw(9)])),
+            ('order: invalid datatype, bad shape', 'ModelInfer', pb.ModelInferRequest(model_name='classify', inputs=[T(name='SCORES_IN', datatype='fp32', shape=[2])], raw_input_contents=[raw(8)])),
+            ('negative: inner dim', 'ModelInfer', add(f4(1, -4), f4(1, 4))),
+            ('negative: batch dim first', 'ModelInfer', add(f4(-1, 4), f4(1, 4))),
+            ('negative: batch dim last', 'ModelInfer', add(f4(1, 4), f4(-1, 4))),
+            ('negative: both batch dims', 'ModelInfer', add(f4(-1, 4), f4(-1, 4))),
+            ('negative: a -1 where the config has 2', 'ModelInfer', pb.ModelInferRequest(model_name='ens', inputs=[T(name='X', datatype='FP32', shape=[1, -1])], raw_input_contents=[raw(8)]))]
 
 
 def streams():

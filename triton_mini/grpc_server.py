@@ -29,7 +29,7 @@ from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
+__all__ = ['log', 'StandIn', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
            'StreamRequest', 'serve', 'service_methods', 'inference_service', 'serve_h2', 'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
@@ -40,10 +40,15 @@ from triton_mini.grpc_extensions import (GRPC_STATUS, _forget, INTERNAL_MESSAGE,
     _KEEPALIVE_ARGS, _read_pem)
 
 # %% ../nbs/08a_grpc.ipynb #06b6253c
-def _stand_in(t, spec) -> TensorHeader:
-    "The header of input `t` (the model's datatype when `t`'s is invalid), for an input whose bytes failed."
-    wire = t.datatype if t.datatype in DATATYPES else spec.datatype if spec is not None else 'UINT8'
-    return TensorHeader(wire, [max(d, 0) for d in t.shape])
+class StandIn(TensorHeader):
+    "An input whose bytes did not decode: its header, and the error the core raises when it reaches this input."
+    __slots__ = ('error', 'bad_datatype')
+
+def _stand_in(t, spec, error:TritonError) -> StandIn:
+    "The stand-in of input `t` (the model's datatype when `t`'s is invalid; negative dims kept, the core names them)."
+    s = StandIn(t.datatype if t.datatype in DATATYPES else spec.datatype if spec is not None else 'UINT8', list(t.shape))
+    s.error, s.bad_datatype = error, t.datatype not in DATATYPES   # the core raises the latter at its datatype check
+    return s
 
 # %% ../nbs/08a_grpc.ipynb #4c131ffb
 def _input_data(t, request, raw, shm=None) -> bytes:
@@ -67,14 +72,16 @@ def decode_inputs(request, m, shm=None) -> tuple:
     inputs, deferred, raw = {}, None, iter(request.raw_input_contents)
     for t in request.inputs:
         data, shape = _input_data(t, request, raw, shm), list(t.shape)
-        if any(d < 0 for d in shape):
-            raise TritonError(f"{request_prefix(request.id)}All input dimensions should be specified for input '{t.name}' for model '{m.name}', got {format_shape(shape)}")
         spec = m.inputs.get(t.name)
         try:
             if t.datatype not in DATATYPES and spec is not None:
                 raise TritonError(f"{request_prefix(request.id)}inference input '{t.name}' data-type is '<invalid>', but model '{m.name}' expects '{spec.datatype}'")
+            if any(d < 0 for d in shape):   # the core's words, once the shape matched the config (a -1 there)
+                raise TritonError(f"{request_prefix(request.id)}All input dimensions should be specified for input '{t.name}' for model '{m.name}', got {format_shape(shape)}")
             inputs[t.name] = from_binary(data, t.datatype, shape, name=t.name, model=m.name, request_id=request.id)
-        except TritonError as e: deferred, inputs[t.name] = deferred or e.with_traceback(None), _stand_in(t, spec)
+        except TritonError as e:
+            deferred = e.with_traceback(None)
+            inputs[t.name] = _stand_in(t, spec, deferred)
     return inputs, deferred
 
 # %% ../nbs/08a_grpc.ipynb #1c6715f8

@@ -70,64 +70,83 @@ class LoadedModel:
     def __repr__(self): return f'LoadedModel({self.name!r}, version={self.version}, backend={self.backend!r})'
 
 # %% ../nbs/07_server.ipynb #e30b1763
-def _check_names(m:LoadedModel, req:InferenceRequest):
-    for name in req.inputs:
-        if name not in m.inputs: raise TritonError(f"unexpected inference input '{name}' for model '{m.name}'")
-    missing = [n for n in m.required if n not in req.inputs]
-    if missing:
-        got, n_req, n_all = list(req.inputs), len(m.required), len(m.inputs)
-        expected = f'{n_req} inputs' if n_req == n_all else f'number of inputs between {n_req} and {n_all}'
-        raise TritonError(f"{request_prefix(req.id)}expected {expected} but got {len(got)} inputs for model '{m.name}'. "
-                          f"Got input(s) {_names(got)}, but missing required input(s) {_names(missing)}. Please provide all required input(s).")
+def _in_triton_order(req:InferenceRequest) -> list:
+    "(name, tensor) of the inputs in the order Triton's core walks them: the last one sent first (its hash map's order)."
+    return list(req.inputs.items())[::-1]
+
+def _check_outputs(m:LoadedModel, req:InferenceRequest):
+    "The requested outputs: Triton looks at them before any input."
+    for name in req.requested_outputs or ():
+        if name not in m._output_set: raise TritonError(f"unexpected inference output '{name}' for model '{m.name}'")
+
+def _count_error(m:LoadedModel, req:InferenceRequest) -> TritonError:
+    n_req, n_all = len(m.required), len(m.inputs)
+    got, missing = [n for n, _ in _in_triton_order(req)], [n for n in m.required if n not in req.inputs]
+    expected = f'{n_req} inputs' if n_req == n_all else f'number of inputs between {n_req} and {n_all}'
+    missing_text = _names(missing) if missing else ']'   # Triton trims the list's last comma, or with none its '['
+    return TritonError(f"{request_prefix(req.id)}expected {expected} but got {len(got)} inputs for model '{m.name}'. "
+                       f"Got input(s) {_names(got)}, but missing required input(s) {missing_text}. Please provide all required input(s).")
+
+def _check_count(m:LoadedModel, req:InferenceRequest):
+    "Triton counts the inputs: more than the config has or fewer than it requires fails (which ones is looked at later)."
+    if len(req.inputs) > len(m.inputs) or len(req.inputs) < len(m.required): raise _count_error(m, req)
+
+def _check_known(m:LoadedModel, name:str):
+    if name not in m.inputs: raise TritonError(f"unexpected inference input '{name}' for model '{m.name}'")
+
+def _check_required(m:LoadedModel, req:InferenceRequest):
+    "triton-mini's own last check: a required input missing though the count is in range (Triton's model would run without it)."
+    if any(n not in req.inputs for n in m.required): raise _count_error(m, req)
 
 def _names(names): return '[' + ','.join(f"'{n}'" for n in names) + ']'
 
 # %% ../nbs/07_server.ipynb #db7bbba0
-def _check_types(m:LoadedModel, req:InferenceRequest):
-    for name, arr in req.inputs.items():
-        got, want = wire_from_numpy(arr.dtype), m.inputs[name].datatype
-        if got != want:
-            raise TritonError(f"{request_prefix(req.id)}inference input '{name}' data-type is '{got}', but model '{m.name}' expects '{want}'")
+def _check_type(m:LoadedModel, req:InferenceRequest, name:str, arr):
+    got, want = wire_from_numpy(arr.dtype), m.inputs[name].datatype
+    if got != want:
+        raise TritonError(f"{request_prefix(req.id)}inference input '{name}' data-type is '{got}', but model '{m.name}' expects '{want}'")
 
 # %% ../nbs/07_server.ipynb #a0c12654
 def _batch_size(m:LoadedModel, req:InferenceRequest) -> int:
     "The request's batch size (1 for models that do not batch), checked against the config."
     if not m.batching: return 1
-    items = list(req.inputs.items())
+    items = _in_triton_order(req)
     if not items: return 1
     for name, arr in items:
         if arr.ndim == 0:
             raise TritonError(f"{request_prefix(req.id)}input '{name}' has no shape but model requires batch dimension for '{m.name}'")
-    bs = items[-1][1].shape[0]
-    for name, arr in items:
-        if (arr.shape[0] if arr.ndim else 0) != bs:
+    bs = items[0][1].shape[0]
+    for name, arr in items[1:]:
+        if arr.shape[0] != bs % 2**32:   # Triton keeps the batch size in 32 unsigned bits: a negative one matches none
             raise TritonError(f"{request_prefix(req.id)}input '{name}' batch size does not match other inputs for '{m.name}'")
     if bs > m.config.max_batch_size:
         raise TritonError(f"{request_prefix(req.id)}inference request batch-size must be <= {m.config.max_batch_size} for '{m.name}'")
     return bs
 
-def _check_shapes(m:LoadedModel, req:InferenceRequest):
-    for name, arr in req.inputs.items():
-        dims, shape = m.inputs[name].dims, arr.shape[1:] if m.batching else arr.shape
-        if len(shape) != len(dims) or any(d != -1 and d != s for s, d in zip(shape, dims)):
-            expected = format_shape(full_shape(list(dims), m.config.max_batch_size))
-            raise TritonError(f"{request_prefix(req.id)}unexpected shape for input '{name}' for model '{m.name}'. Expected "
-                              f"{expected}, got {format_shape(list(arr.shape))}." + (_NOTE if m.batching else ' '))
+def _check_shape(m:LoadedModel, req:InferenceRequest, name:str, arr):
+    dims, shape = m.inputs[name].dims, arr.shape[1:] if m.batching else arr.shape
+    if len(shape) != len(dims) or any(d != s and d != -1 and s != -1 for s, d in zip(shape, dims)):   # -1 matches either way
+        expected = format_shape(full_shape(list(dims), m.config.max_batch_size))
+        raise TritonError(f"{request_prefix(req.id)}unexpected shape for input '{name}' for model '{m.name}'. Expected "
+                          f"{expected}, got {format_shape(list(arr.shape))}." + (_NOTE if m.batching else ' '))
 
 # %% ../nbs/07_server.ipynb #8ed8f39f
 def validate_request(m:LoadedModel, req:InferenceRequest):
-    "Check `req` against the model's config with Triton's messages; sets `req.batch_size`."
-    _check_names(m, req)
-    _check_types(m, req)
+    "Check `req` against the model's config with Triton's messages, in Triton's order; sets `req.batch_size`."
+    _check_outputs(m, req)
+    _check_count(m, req)
+    for name in reversed(req.inputs): _check_known(m, name)
     req.batch_size = _batch_size(m, req)
-    _check_shapes(m, req)
+    for name, arr in _in_triton_order(req):   # then each input in turn: datatype, shape, its bytes
+        error = getattr(arr, 'error', None)   # a front end's stand-in for bytes that did not decode (08a_grpc)
+        if error is not None and arr.bad_datatype: raise error
+        _check_type(m, req, name, arr); _check_shape(m, req, name, arr)
+        if error is not None: raise error
     if m.batching and req.batch_size == 0 and req.inputs:
         name, spec = list(req.inputs.items())[-1][0], m.inputs[list(req.inputs)[-1]]
         size = int(np.prod(spec.dims)) * np.dtype(np_dtype(spec.datatype)).itemsize if spec.datatype != 'BYTES' else 0
         raise TritonError(f"{request_prefix(req.id)}input byte size mismatch for input '{name}' for model '{m.name}'. Expected {size}, got 0")
-    if req.requested_outputs is not None:
-        for name in req.requested_outputs:
-            if name not in m._output_set: raise TritonError(f"unexpected inference output '{name}' for model '{m.name}'")
+    _check_required(m, req)
     reshaped = {name: _reshaped(req.inputs[name], spec, m.batching) for name, spec in m.inputs.items()
                 if spec.reshape is not None and name in req.inputs}
     if reshaped: req.inputs = {**req.inputs, **reshaped}   # a new dict: the request's own inputs stay as sent

@@ -326,6 +326,10 @@ case('binary_size_negative', 'POST', f'{ADD}/infer',
 # Triton reads every input (source, name, JSON data) before it checks that the binary part was used up; the tensor
 # made from a binary input (its size, its datatype) is checked after that
 I32 = '/v2/models/identity_int32/infer'
+# Two faults: Triton names the unknown output before any input fault, and counts inputs before it names them
+case('unknown_output_and_missing_input', 'POST', f'{ADD}/infer', infer(A, outputs=[out('NOPE')]))
+case('too_many_inputs_one_unknown', 'POST', f'{ADD}/infer', infer(A, B, tensor('Z', 'FP32', [1], [1])))
+case('two_unknown_inputs', 'POST', '/v2/models/identity_int32/infer', infer(tensor('P', 'INT32', [1], [1]), tensor('Q', 'INT32', [1], [1])))
 case('binary_extra_after_bad_json_data', 'POST', I32, **binary(infer(tensor('X', 'INT32', [1, 3], ['a', 2, 3])), i32(1, 2, 3)))
 case('binary_extra_after_bad_name', 'POST', I32, **binary(infer({'name': 5, 'datatype': 'INT32', 'shape': [1, 3], 'data': [1, 2, 3]}), i32(1, 2, 3)))
 case('binary_extra_input_without_data', 'POST', I32,
