@@ -9,7 +9,7 @@ for the models of spec/raw/repos/repo2).
 The `oracle` tests run the real Triton on the same directories and compare the index, load/unload
 answers, configs and inference answers over HTTP.
 """
-import json, os, re, shutil, textwrap, threading
+import json, os, re, shutil, textwrap, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -309,13 +309,19 @@ def test_mode_explicit_config_override_and_files(root):
     try:
         override = {'name': 'a', 'backend': 'python', 'max_batch_size': 4, 'input': [{'name': 'X', 'data_type': 'TYPE_INT32', 'dims': [1]}],
                     'output': [{'name': 'V', 'data_type': 'TYPE_STRING', 'dims': [1]}]}
+        s.load_model('a')                                       # config.pbtxt (and the __pycache__ a first import may write)
         s.load_model('a', config=json.dumps(override))
         assert tag_of(s, 'a', mbs_input=True) == 'A v1 mbs4' and s.model_config('a').max_batch_size == 4
-        s.load_model('a')                                       # no override: config.pbtxt again
-        assert tag_of(s, 'a') == 'A v1 mbs0'
+        s.load_model('a')                                       # no override, the folder older than it: it stays (Triton)
+        assert tag_of(s, 'a', mbs_input=True) == 'A v1 mbs4'
         with pytest.raises(TritonError, match="failed to load 'a', failed to poll from model repository"):
             s.load_model('a', config='{not json')
-        assert tag_of(s, 'a') == 'A v1 mbs0'                   # a bad override leaves the model as it was
+        s.load_model('a')
+        assert tag_of(s, 'a', mbs_input=True) == 'A v1 mbs4'   # a bad override leaves the model as it was
+        time.sleep(0.01)
+        (root / 'a' / 'config.pbtxt').touch()
+        s.load_model('a')                                       # config.pbtxt newer than the override: read again
+        assert tag_of(s, 'a') == 'A v1 mbs0'
         fresh = json.dumps({'name': 'fresh', 'backend': 'python', 'max_batch_size': 0, 'input': [{'name': 'X', 'data_type': 'TYPE_INT32', 'dims': [1]}],
                             'output': [{'name': 'V', 'data_type': 'TYPE_STRING', 'dims': [1]}]})
         s.load_model('fresh', config=fresh, files={'1/model.py': TAGGED.format(tag='F').encode()})

@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'find_models',
            'version_dirs', 'select_versions', 'config_file', 'read_model_config', 'reason_text', 'ModelLoadError',
-           'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint', 'dependencies', 'model_path',
-           'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
+           'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint', 'VersionsUnavailable', 'dependencies',
+           'newest_mtime', 'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -127,6 +127,7 @@ class ModelEntry:
     versions: dict = field(default_factory=dict)   # version -> VersionState
     fingerprint: tuple = ()
     override: str | None = None                    # config JSON given by a load request
+    override_at: int = 0                           # when it was given (ns); 0: the next plain load reads the folder
     poll_error: str | None = None                  # why the config could not be read (no versions then)
     load_error: str | None = None                  # a model-level load failure (ModelLoadError)
     unlisted: bool = False                         # left out of the index (see below), yet known to requests
@@ -183,15 +184,17 @@ def _read(self:ModelRepository, entry:ModelEntry) -> tuple:
 @patch
 def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int, problem=None) -> VersionState:
     "Ask the loader for one version; the result is READY with a handle, or UNAVAILABLE with a reason."
-    st = VersionState(LOADING, model_dir=entry.model_dir)
-    if v not in entry.versions or entry.versions[v].state != READY: entry.versions[v] = st  # show LOADING
+    st, old = VersionState(LOADING, model_dir=entry.model_dir), entry.versions.get(v)
+    if old is None or old.state != READY: entry.versions[v] = st  # show LOADING
     try:
         if problem is not None: raise problem
         handle = self.loader.load(cfg, v, entry.model_dir) if self.loader is not None else None
         st.state, st.handle = READY, handle
         log.info(f"successfully loaded '{entry.name}' version {v}")
-    except ModelLoadError:
-        if entry.versions.get(v) is st: del entry.versions[v]
+    except ModelLoadError:   # the model as a whole was refused: its versions stay as they were (Triton)
+        if entry.versions.get(v) is st:
+            if old is None: del entry.versions[v]
+            else: entry.versions[v] = old
         raise
     except KeyboardInterrupt: raise
     except BaseException as e:   # a backend runs model code: even its SystemExit is this version's failure, not the server's
@@ -213,7 +216,7 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
     except TritonError as e:
         if not any(st.state == READY for st in entry.versions.values()): entry.unlisted = True   # as Triton: gone from the index
         raise TritonError(f"load failed for model '{entry.name}': {e.message}\n", 'INVALID_ARG') from None
-    entry.unlisted = entry.model_dir is not None and not any(p in entry.model_dir.parents for p in self.paths)
+    entry.unlisted = not any((p / entry.name).is_dir() for p in self.paths)   # the index lists the repository's folders
     unchanged = fingerprint == entry.fingerprint and entry.config is not None and cfg.to_json() == entry.config.to_json()
     before, new = dict(entry.versions), {}
     for v in wanted:
@@ -246,7 +249,12 @@ def _reject(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, before:dict
     if not any(st.state == READY for st in entry.versions.values()): entry.config = cfg
     self._publish()
     log.error(f"failed to load '{entry.name}'")
-    raise TritonError(f"load failed for model '{entry.name}': " + ''.join(f'version {v} is at UNAVAILABLE state: {r};\n' for v, r in failed), 'INVALID_ARG')
+    raise VersionsUnavailable(f"load failed for model '{entry.name}': " + ''.join(f'version {v} is at UNAVAILABLE state: {r};\n' for v, r in failed), 'INVALID_ARG')
+
+class VersionsUnavailable(TritonError):
+    "A load in which a backend refused some version (not a config or ensemble problem)."
+
+
 
 # %% ../nbs/02_model_repository.ipynb #8ba1905a
 @patch
@@ -395,14 +403,31 @@ def _load_named(self:ModelRepository, name:str, config, files):
         log.error(f"failed to poll model '{name}': model not found in any model repository.")
         raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
     entry = self.models.setdefault(name, ModelEntry(name, model_dir))
+    known = entry.model_dir, entry.override, entry.override_at, entry.fingerprint
     if entry.model_dir != model_dir: entry.model_dir, entry.fingerprint = model_dir, ()
-    if config is not None or entry.override is not None: entry.override, entry.fingerprint = config, ()
+    if config is not None: entry.override, entry.override_at, entry.fingerprint = config, 0 if files else time.time_ns(), ()
+    elif entry.override is not None and (files or newest_mtime(model_dir) > entry.override_at):
+        entry.override, entry.override_at, entry.fingerprint = None, 0, ()   # files, or a folder changed since: read it
     try: self._read(entry)               # a config that cannot be read loads nothing, not even composing models
-    except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
+    except (ConfigError, TritonError) as e:
+        failure = self._poll_failure(entry, e)
+        entry.model_dir, entry.override, entry.override_at, entry.fingerprint = known   # Triton keeps what it had
+        raise failure from None
     entry.explicit = True
     for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
         self._load_entry(self.models[dep])
-    self._load_entry(entry)
+    try: self._load_entry(entry)
+    except VersionsUnavailable:
+        entry.override, entry.override_at = known[1:3]   # Triton forgets this request's timestamp
+        raise
+
+def newest_mtime(folder:Path) -> int:
+    "The newest modification time (ns) of a folder and everything in it: what Triton compares with a load's timestamp."
+    newest = folder.stat().st_mtime_ns
+    for root, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            with contextlib.suppress(OSError): newest = max(newest, os.stat(os.path.join(root, n)).st_mtime_ns)
+    return newest
 
 # %% ../nbs/02_model_repository.ipynb #65d1b2b2
 @patch

@@ -718,6 +718,26 @@ X('explicit_unload_dependents', 'POST', '/v2/repository/models/multi/unload', {'
 X('explicit_index_ready_only', 'POST', '/v2/repository/index', {'ready': True}, settle='multi')
 X('explicit_load_sequence_model', 'POST', '/v2/repository/models/seqm/load')
 
+# Found by bench/fuzz_repository_vs_triton.py. A config sent with a load request sticks: a later load without one
+# reads config.pbtxt again only if the model's folder changed since (Triton's timestamps).
+X('explicit_override_simple_again', 'POST', '/v2/repository/models/simple/load',
+  {'parameters': {'config': json.dumps(dict(OVERRIDE, max_batch_size=3))}})
+X('explicit_plain_load_keeps_override', 'POST', '/v2/repository/models/simple/load')
+X('explicit_config_after_plain_load', 'GET', '/v2/models/simple/config', normalize=('proto_maps',))
+X('explicit_load_unreadable_override', 'POST', '/v2/repository/models/simple/load', {'parameters': {'config': '{"name": '}})
+X('explicit_config_after_unreadable_override', 'GET', '/v2/models/simple/config', normalize=('proto_maps',))
+PIPE_STRING = {'name': 'pipe', 'platform': 'ensemble', 'max_batch_size': 4,
+               'input': [{'name': 'IN', 'data_type': 'TYPE_STRING', 'dims': [2]}],
+               'output': [{'name': 'OUT', 'data_type': 'TYPE_FP32', 'dims': [2]}],
+               'ensemble_scheduling': {'step': [
+                   {'model_name': 'simple', 'model_version': -1, 'input_map': {'IN': 'IN'}, 'output_map': {'OUT': 'mid'}},
+                   {'model_name': 'simple', 'model_version': -1, 'input_map': {'IN': 'mid'}, 'output_map': {'OUT': 'OUT'}}]}}
+X('explicit_load_ensemble_bad_override', 'POST', '/v2/repository/models/pipe/load', {'parameters': {'config': json.dumps(PIPE_STRING)}})
+# A model loaded from files under the name of a repository folder is listed in the index (Triton walks the folders).
+X('explicit_load_files_as_repository_model', 'POST', '/v2/repository/models/seqm/load',
+  {'parameters': {'config': FRESH_CONFIG.replace('"fresh"', '"seqm"'), 'file:1/model.py': base64.b64encode(FRESH_PY).decode()}})
+X('explicit_index_lists_files_model', 'POST', '/v2/repository/index')
+
 # Not sent (they hang real Triton 2.51, so there is nothing to compare with):
 # * a non-decoupled Python model whose execute() returns None: the request never completes
 #   (triton-mini answers 500 instead).
