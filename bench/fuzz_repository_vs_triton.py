@@ -24,7 +24,7 @@ from test_conformance import Obj, canonical, comparable, http_request, pretty   
 from triton_servers import MiniProcess, RealTriton, copy_models, start_together   # noqa: E402
 
 MODELS = ['simple', 'multi', 'pipe', 'seqm', 'bad_syntax', 'init_raises', 'no_version_dir', 'ens_unknown_model']
-EXTRA = ['fresh', 'nope', 'Simple', 'simple/1', '..']   # loadable only from files, unknown, odd names
+EXTRA = ['fresh', 'nope', 'Simple', 'simple/1']   # loadable only from files, unknown, odd names ('..' is refused on purpose)
 IO = {'simple': ('IN', 'FP32', [2], 'OUT'), 'pipe': ('IN', 'FP32', [2], 'OUT'), 'multi': ('X', 'INT32', [1], 'V'),
       'seqm': ('X', 'FP32', [1], 'TOTAL'), 'fresh': ('X', 'INT32', [1], 'Y')}
 BASE = {
@@ -147,6 +147,7 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--show', type=int, default=40, help='how many groups to print')
     ap.add_argument('--first', type=int, default=5, help='how many differences to print in step order first')
+    ap.add_argument('--trace', action='store_true', help='print every step and both statuses')
     a = ap.parse_args()
     r = random.Random(a.seed)
     root = Path(tempfile.mkdtemp())
@@ -165,6 +166,10 @@ def main():
             theirs, ours = (json.loads(json.dumps(x).replace(str(root / who), '<repo>'), object_pairs_hook=Obj)
                             for x, who in ((theirs, 'triton'), (ours, 'mine')))
             if op in ('load', 'unload'): settle((triton.http_port, mine.http_port))
+            if a.trace:
+                st = (dict(theirs).get('status'), dict(ours).get('status'))
+                print(f'{i:4d} {op:8s} {method} {path} {json.dumps(body)[:150] if body is not None else ""} -> {st}'
+                      + ('' if canonical(theirs) == canonical(ours) else '  DIFFERENT'))
             if canonical(theirs) == canonical(ours): same += 1; continue
             status = (dict(theirs).get('status'), dict(ours).get('status'))
             groups[(op, *status)].append(i)

@@ -538,6 +538,17 @@ def test_index_and_reasons_like_triton(tmp_path, launch):
 
 
 @pytest.mark.oracle
+@pytest.mark.parametrize('other', ['bad_syntax', 'ens_unknown_model', 'no_version_dir'])
+def test_readiness_like_triton(tmp_path, launch, other):
+    "Strict readiness counts what reached the model lifecycle: not a config that cannot be read, not a refused ensemble; a model with no version, yes."
+    root = tmp_path / 'models'
+    for m in ('simple', other): shutil.copytree(model_path('conformance_explicit') / m, root / m)
+    real, mini = start_together(lambda: launch.real_triton(root, '--exit-on-error=false', wait='live'), lambda: launch.mini(root))
+    assert settled_index(mini) == settled_index(real)
+    assert compare(real, mini, 'GET', '/v2/health/ready')[0] == (400 if other == 'no_version_dir' else 200)
+
+
+@pytest.mark.oracle
 def test_version_policies_like_triton(tmp_path, launch):
     root = policy_repo(tmp_path / 'models')
     add_model(root, 'half', (1, 2, 3), 'version_policy: { all: {} }', tags={3: 'broken'})

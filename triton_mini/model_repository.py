@@ -132,6 +132,7 @@ class ModelEntry:
     load_error: str | None = None                  # a model-level load failure (ModelLoadError)
     unlisted: bool = False                         # left out of the index (see below), yet known to requests
     explicit: bool = False                         # loaded by name (not only as an ensemble's composing model)
+    versionless: bool = False                      # its version policy matched no folder: the server is not ready
 
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
 class ModelRepository:
@@ -214,8 +215,9 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
         raise self._model_failure(entry, cycle)          # before its versions are looked at, as in Triton (appendix)
     try: wanted = select_versions(cfg, version_dirs(entry.model_dir))
     except TritonError as e:
-        if not any(st.state == READY for st in entry.versions.values()): entry.unlisted = True   # as Triton: gone from the index
+        if not any(st.state == READY for st in entry.versions.values()): entry.unlisted = entry.versionless = True   # as Triton: gone from the index
         raise TritonError(f"load failed for model '{entry.name}': {e.message}\n", 'INVALID_ARG') from None
+    entry.versionless = False
     entry.unlisted = not any((p / entry.name).is_dir() for p in self.paths)   # the index lists the repository's folders
     unchanged = fingerprint == entry.fingerprint and entry.config is not None and cfg.to_json() == entry.config.to_json()
     before, new = dict(entry.versions), {}
@@ -445,6 +447,7 @@ def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, w
 def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, drop=False):
     e = self.models.get(name)
     if e is None: return
+    e.versionless = False
     for v, st in list(e.versions.items()):
         if st.state == READY: self._retire(e, v, st, wait=wait)
     for other in self.models.values():

@@ -388,12 +388,12 @@ def is_live(self:TritonServer) -> bool: return True
 
 @patch
 def is_ready(self:TritonServer) -> bool:
-    "Ready when started and (strict readiness) every model that was meant to load is READY."
+    "Ready when started and (strict readiness) every version that got as far as loading is READY or was unloaded."
     if not self._started: return False
     if not self.strict_readiness: return True
-    for e in self.repository.models.values():
-        if e.poll_error is not None or e.load_error is not None: return False
-        if any(st.state == UNAVAILABLE and st.reason != 'unloaded' for st in e.versions.values()): return False
+    for e in self.repository.models.values():   # a config that could not be read, an ensemble refused: not counted
+        if e.versionless: return False          # a model with no version to serve (Triton's lifecycle holds it)
+        if any(st.state != READY and st.reason != 'unloaded' for st in e.versions.values()): return False
     return True
 
 @patch
