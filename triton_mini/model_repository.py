@@ -171,7 +171,7 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
     if isinstance(err, ConfigError) and err.stage == 'parse':
         log.error(err.triton_log_message())
         reason = f"failed to read text proto from {config_file(entry.model_dir, self.config_name)}"
-    else: reason = err.message
+    else: reason = getattr(err, 'message', None) or str(err)
     log.error(f"Poll failed for model directory '{entry.name}': {reason}")
     entry.poll_error = reason
     return TritonError(f"failed to load '{entry.name}', failed to poll from model repository", 'INTERNAL')
@@ -209,13 +209,13 @@ def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int
 def _load_entry(self:ModelRepository, entry:ModelEntry):
     "(Re)load a model: read its config, load the chosen versions, then retire the ones no longer wanted."
     try: cfg, problem = self._read(entry)
-    except (ConfigError, TritonError) as e: raise self._poll_failure(entry, e) from None
+    except (ConfigError, TritonError, OSError) as e: raise self._poll_failure(entry, e) from None   # OSError: a folder gone meanwhile
     entry.poll_error, entry.load_error, fingerprint = None, None, model_fingerprint(entry.model_dir)
     if cfg.ensemble_scheduling is not None and (cycle := self._circular_dependency(entry.name)):
         raise self._model_failure(entry, cycle)          # before its versions are looked at, as in Triton (appendix)
     try: wanted = select_versions(cfg, version_dirs(entry.model_dir))
     except TritonError as e:
-        if not any(st.state == READY for st in entry.versions.values()): entry.unlisted = entry.versionless = True   # as Triton: gone from the index
+        if not entry.versions: entry.unlisted = entry.versionless = True   # as Triton: a model with no version at all, gone from the index
         raise TritonError(f"load failed for model '{entry.name}': {e.message}\n", 'INVALID_ARG') from None
     entry.versionless = False
     entry.unlisted = not any((p / entry.name).is_dir() for p in self.paths)   # the index lists the repository's folders
@@ -251,7 +251,7 @@ def _reject(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, before:dict
     if not any(st.state == READY for st in entry.versions.values()): entry.config = cfg
     self._publish()
     log.error(f"failed to load '{entry.name}'")
-    raise VersionsUnavailable(f"load failed for model '{entry.name}': " + ''.join(f'version {v} is at UNAVAILABLE state: {r};\n' for v, r in failed), 'INVALID_ARG')
+    raise VersionsUnavailable(f"load failed for model '{entry.name}': " + ''.join(f'version {v} is at UNAVAILABLE state: {r};' for v, r in failed) + '\n', 'INVALID_ARG')
 
 class VersionsUnavailable(TritonError):
     "A load in which a backend refused some version (not a config or ensemble problem)."
@@ -408,8 +408,7 @@ def _load_named(self:ModelRepository, name:str, config, files):
     known = entry.model_dir, entry.override, entry.override_at, entry.fingerprint
     if entry.model_dir != model_dir: entry.model_dir, entry.fingerprint = model_dir, ()
     if config is not None: entry.override, entry.override_at, entry.fingerprint = config, 0 if files else time.time_ns(), ()
-    elif entry.override is not None and (files or newest_mtime(model_dir) > entry.override_at):
-        entry.override, entry.override_at, entry.fingerprint = None, 0, ()   # files, or a folder changed since: read it
+    else: _plain_load(entry, bool(files))
     try: self._read(entry)               # a config that cannot be read loads nothing, not even composing models
     except (ConfigError, TritonError) as e:
         failure = self._poll_failure(entry, e)
@@ -417,11 +416,31 @@ def _load_named(self:ModelRepository, name:str, config, files):
         raise failure from None
     entry.explicit = True
     for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
-        self._load_entry(self.models[dep])
+        d = self.models[dep]                 # composing models are polled again, as a load without a config would
+        if dep in found and d.model_dir != found[dep]: d.model_dir, d.fingerprint = found[dep], ()
+        elif dep not in found and not (d.model_dir and d.model_dir.is_dir()): continue   # files long gone: not available
+        _plain_load(d, False)
+        self._load_entry(d)
     try: self._load_entry(entry)
     except VersionsUnavailable:
         entry.override, entry.override_at = known[1:3]   # Triton forgets this request's timestamp
         raise
+    self._reload_dependents(name)
+
+@patch
+def _reload_dependents(self:ModelRepository, name:str):
+    "Ensembles unloaded because `name` went away come back with it (Triton's dependency graph); failures are logged only."
+    for e in list(self.models.values()):
+        if e.name == name or not e.explicit or name not in dependencies(e.config): continue
+        if not e.versions or any(st.state == READY for st in e.versions.values()): continue
+        try: self._load_entry(e)
+        except TritonError as err: log.error(err.message.rstrip()); continue
+        self._reload_dependents(e.name)
+
+def _plain_load(entry:ModelEntry, files:bool):
+    "A load without a config keeps the last request's config, unless files came or the folder changed since (Triton)."
+    if entry.override is not None and (files or newest_mtime(entry.model_dir) > entry.override_at):
+        entry.override, entry.override_at, entry.fingerprint = None, 0, ()
 
 def newest_mtime(folder:Path) -> int:
     "The newest modification time (ns) of a folder and everything in it: what Triton compares with a load's timestamp."
@@ -432,6 +451,10 @@ def newest_mtime(folder:Path) -> int:
     return newest
 
 # %% ../nbs/02_model_repository.ipynb #65d1b2b2
+def _forget(entry:ModelEntry):
+    "An unload drops what the repository knew of a model's load request: the next load reads its folder (Triton)."
+    entry.explicit, entry.override, entry.override_at = False, None, 0
+
 @patch
 def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, wait:bool=False):
     "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
@@ -439,7 +462,7 @@ def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, w
     with self._lock:
         config = self.models[name].config if name in self.models else None
         self._unload(name, unload_dependents, wait)
-        if name in self.models: self.models[name].explicit = False
+        if name in self.models: _forget(self.models[name])
         if unload_dependents: self._unload_composing(config, wait)
         if self._override_roots: self._sweep_overrides()
 
@@ -480,6 +503,7 @@ def _unload_composing(self:ModelRepository, config, wait:bool=False):
         users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
         if users: continue
         self._unload(dep, False, wait)
+        _forget(e)
         self._unload_composing(e.config, wait)
 
 # %% ../nbs/02_model_repository.ipynb #f15cc808

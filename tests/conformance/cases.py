@@ -737,6 +737,13 @@ X('explicit_load_ensemble_bad_override', 'POST', '/v2/repository/models/pipe/loa
 X('explicit_load_files_as_repository_model', 'POST', '/v2/repository/models/seqm/load',
   {'parameters': {'config': FRESH_CONFIG.replace('"fresh"', '"seqm"'), 'file:1/model.py': base64.b64encode(FRESH_PY).decode()}})
 X('explicit_index_lists_files_model', 'POST', '/v2/repository/index')
+# An ensemble unloaded because a composing model was comes back when that model is loaded again.
+X('explicit_load_pipe_again', 'POST', '/v2/repository/models/pipe/load',
+  {'parameters': {'config': json.dumps(dict(PIPE_STRING, max_batch_size=2, input=[{'name': 'IN', 'data_type': 'TYPE_FP32', 'dims': [2]}]))}})
+X('explicit_unload_composing_under_pipe', 'POST', '/v2/repository/models/simple/unload')
+X('explicit_index_pipe_went_with_it', 'POST', '/v2/repository/index', settle='simple')
+X('explicit_load_composing_back', 'POST', '/v2/repository/models/simple/load')
+X('explicit_index_pipe_came_back', 'POST', '/v2/repository/index', settle='pipe')
 
 # Not sent (they hang real Triton 2.51, so there is nothing to compare with):
 # * a non-decoupled Python model whose execute() returns None: the request never completes
