@@ -67,8 +67,8 @@ def _input_array(inp:dict, model:str, request_id:str, binary:memoryview, offset:
             raise TritonError("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer", 'INTERNAL')
     if datatype not in DATATYPES and sources[0] != "'binary_data_size'": raise TritonError(f'invalid datatype for input {name}')
     if sources[0] == "'shared_memory_region'":   # the shared-memory extension, below
-        buf = shm.read(shm_placement(params, shm))
-        return name, from_binary(buf, datatype, shape, name=name, model=model, request_id=request_id), offset
+        buf = shm.read(shm_placement(params, shm))   # the region and window are checked now; the tensor once outputs are read
+        return name, functools.partial(from_binary, buf, datatype, shape, name=name, model=model, request_id=request_id), offset
     if 'data' in inp:
         return name, from_json_data(inp['data'], datatype, shape, name=name, model=model, request_id=request_id), offset
     size = _field(params, 'binary_data_size', 'uint')
@@ -95,13 +95,14 @@ def decode_infer_request(model:str, version:int, body:bytes, header_length:int|N
         if name in inputs: raise TritonError(f"{request_prefix(request_id)}input '{name}' already exists in request")
         inputs[name] = arr
     if offset != len(binary): raise TritonError(f"unexpected additional input data for model '{model}'")
+    options = _output_options(doc, reserved, shm)   # Triton's front end reads the requested outputs before its core checks tensors
     for name, arr in inputs.items():
-        if isinstance(arr, functools.partial): inputs[name] = arr()   # the binary inputs, now that the whole body was read
+        if isinstance(arr, functools.partial): inputs[name] = arr()   # binary and shared-memory inputs, now that the rest was read
     req = InferenceRequest(model, inputs, model_version=version, id=request_id, parameters=user,
                            priority=reserved.get('priority', 0), timeout_us=reserved.get('timeout', 0),
                            correlation_id=reserved.get('sequence_id', 0),       # the sequence extension
                            flags=(1 if reserved.get('sequence_start') else 0) | (2 if reserved.get('sequence_end') else 0))
-    return req, _output_options(doc, reserved, shm)
+    return req, options
 
 # %% ../nbs/08_http.ipynb #45d60153
 def _output_options(doc:dict, reserved:dict, shm=None) -> dict:

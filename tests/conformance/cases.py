@@ -629,6 +629,11 @@ case('shm_infer_output_binary_unknown', 'POST', f'{ADD}/infer',
 case('shm_infer_output_classification_unknown', 'POST', f'{ADD}/infer',
      {**infer(A, tensor('INPUT1', 'FP32', [1, 4], [1, 2, 3, 4])),
       'outputs': [{'name': 'OUTPUT0', 'parameters': {'shared_memory_region': 'nope', 'shared_memory_byte_size': 16, 'classification': 1}}]})
+# Triton's front end reads the requested outputs (an unknown region: 404) before its core checks an input's bytes
+case('shm_output_unknown_before_input_size', 'POST', f'{ADD}/infer',
+     **binary(infer(A, tensor('INPUT1', 'FP32', [1, 4], binary_data_size=12),
+                    outputs=[{'name': 'OUTPUT0', 'parameters': {'shared_memory_region': 'nope', 'shared_memory_byte_size': 16}}]),
+              f32(1, 2, 3)))
 HANDLE = base64.b64encode(bytes(64)).decode()
 case('cuda_shm_status', 'GET', f'{CUDA}/status')
 case('cuda_shm_status_unknown', 'GET', f'{CUDA}/region/x/status')
