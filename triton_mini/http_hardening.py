@@ -42,6 +42,7 @@ def _too_deep(limit): return TritonError(f'JSON nesting depth exceeds maximum al
 
 def parse_json(body:bytes):
     "The request body as JSON, or Triton's 500 for malformed JSON."
+    if b'\0' in body: body = body[:body.index(b'\0')]   # rapidjson takes a NUL for the end of the text
     try:
         if len(body) <= DEEP_JSON_BYTES: return orjson.loads(body)
         with gc_paused(): return orjson.loads(body)

@@ -585,6 +585,8 @@ case('fragment_health', 'GET', '/v2/health/live#x')
 case('fragment_model_metadata', 'GET', f'{ADD}#x')
 case('fragment_infer', 'POST', f'{ADD}/infer#', OK)
 case('trace_setting_bad_rate', 'POST', '/v2/trace/setting', {'trace_rate': '0'})
+case('index_body_starts_with_nul', 'POST', '/v2/repository/index', b'\0{"ready": true}')   # rapidjson: a NUL ends the text
+case('index_body_nul_after_json', 'POST', '/v2/repository/index', b'{"ready": true}\0xyz')
 # Shared memory without a shm object (regions that exist are compared in tests/test_shared_memory.py, which makes them)
 SHM, CUDA = '/v2/systemsharedmemory', '/v2/cudasharedmemory'
 case('shm_status', 'GET', f'{SHM}/status')
