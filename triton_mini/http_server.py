@@ -371,7 +371,7 @@ def _generate_input(m, spec, value, req_id):
 def decode_generate(m, body:bytes) -> InferenceRequest:
     "A generate body as an InferenceRequest for model `m`."
     doc = parse_json(body)
-    if not isinstance(doc, dict): raise TritonError('Unable to parse request body: expected a JSON object', 'INTERNAL')
+    if not isinstance(doc, dict): raise TritonError('attempt to get members for non-object', 'INTERNAL')
     specs, inputs, params = {i.name: i for i in m.config.input}, {}, {}
     req_id = doc['id'] if isinstance(doc.get('id'), str) else ''
     def take(k, v, where=''):
@@ -384,6 +384,11 @@ def decode_generate(m, body:bytes) -> InferenceRequest:
             raise TritonError(f"{where}parameter '{k}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         else: params[k] = v
     for k, v in doc.items():
+        if '\0' in k:   # Triton looks each key up again by its C string, cut at the NUL
+            k = k[:k.index('\0')]
+            if k not in doc and k in specs: raise TritonError(f"unexpected key not found in generate request, expecting key '{k}'")
+            if k not in doc: raise TritonError(f"parameter key '{k}' was not found in the JSON", 'INTERNAL')
+            v = doc[k]
         if k != 'parameters': take(k, v); continue
         if not isinstance(v, dict): raise TritonError("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object", 'INTERNAL')
         for nk, nv in v.items(): take(nk, nv, "Converting keyword: 'parameters': ")
@@ -478,6 +483,8 @@ async def _index(self:HTTPFrontend, body) -> Response:
 async def _repository(self:HTTPFrontend, name, action, body) -> Response:
     doc = await off_loop(len(body), parse_json, body) if body else {}
     params = doc.get('parameters') if isinstance(doc, dict) else None
+    if action == 'load' and params is None and isinstance(doc, dict) and 'parameters' in doc:
+        raise TritonError('attempt to get members for non-object', 'INTERNAL')   # null: Triton reads it before the mode
     if action == 'unload':     # Triton reads unload_dependents only when it is a boolean
         ud = params.get('unload_dependents') if isinstance(params, dict) else None
         await asyncio.to_thread(self.server.unload_model, name, unload_dependents=ud is True)

@@ -587,6 +587,10 @@ case('fragment_infer', 'POST', f'{ADD}/infer#', OK)
 case('trace_setting_bad_rate', 'POST', '/v2/trace/setting', {'trace_rate': '0'})
 case('index_body_starts_with_nul', 'POST', '/v2/repository/index', b'\0{"ready": true}')   # rapidjson: a NUL ends the text
 case('index_body_nul_after_json', 'POST', '/v2/repository/index', b'{"ready": true}\0xyz')
+case('generate_key_with_nul', 'POST', '/v2/models/gen/generate', b'{"text_input": "hi", "\\u0000": 1}')   # looked up as ''
+case('generate_key_with_nul_prefix', 'POST', '/v2/models/gen/generate', b'{"text_input": "hi", "max_tokens\\u0000x": 2}')
+case('generate_body_array', 'POST', '/v2/models/gen/generate', b'["text_input"]')
+case('load_parameters_null', 'POST', '/v2/repository/models/add_sub/load', b'{"parameters": null}')
 # Shared memory without a shm object (regions that exist are compared in tests/test_shared_memory.py, which makes them)
 SHM, CUDA = '/v2/systemsharedmemory', '/v2/cudasharedmemory'
 case('shm_status', 'GET', f'{SHM}/status')
