@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE.parent / 'tests'))
 from conformance.cases import Case                                        # noqa: E402
 from test_conformance import Obj, canonical, comparable, http_request, pretty   # noqa: E402
 from triton_servers import MiniProcess, RealTriton, copy_models, start_together   # noqa: E402
+from differential import report                                            # noqa: E402
 
 SHM = '/v2/systemsharedmemory'
 NAMES = ['in0', 'in1', 'in2', 'out', 'out', 'r%20x', '']
@@ -124,19 +125,7 @@ def main():
         for m in shm.values(): m.close(); m.unlink()
     (HERE / 'results').mkdir(exist_ok=True)
     (HERE / 'results' / f'fuzz_shm-{a.seed}.jsonl').write_text(''.join(json.dumps(x) + '\n' for x in rows))
-    print(f'{a.steps} steps, {same} identical, {len(rows)} different')
-    for x in rows[:a.first]:
-        print(f'\nstep {x["step"]}: {x["method"]} {x["path"]} {json.dumps(x["body"])[:400] if x["body"] is not None else ""}')
-        print('   Triton: ' + x['triton'].replace('\n', ' ')[:600])
-        print('   mini:   ' + x['triton_mini'].replace('\n', ' ')[:600])
-    print('\nGrouped:')
-    by_step = {x['step']: x for x in rows}
-    for (op, t, m), steps in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:a.show]:
-        x = by_step[steps[0]]
-        print(f'\n{len(steps):4d}  {op:14s} Triton {t} / triton-mini {m}   (step {x["step"]}: {x["method"]} {x["path"]} '
-              f'{json.dumps(x["body"])[:300] if x["body"] is not None else ""})')
-        print('   Triton: ' + x['triton'].replace('\n', ' ')[:400])
-        print('   mini:   ' + x['triton_mini'].replace('\n', ' ')[:400])
+    report(rows, groups, a.steps, same, a.first, a.show)
 
 
 if __name__ == '__main__':
