@@ -15,10 +15,14 @@ log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: o
 # %% auto #0
 __all__ = ['log', 'PREFACE', 'DATA', 'HEADERS', 'PRIORITY', 'RST_STREAM', 'SETTINGS', 'PUSH_PROMISE', 'PING', 'GOAWAY',
            'WINDOW_UPDATE', 'CONTINUATION', 'END_STREAM', 'ACK', 'END_HEADERS', 'PADDED', 'PRIORITY_FLAG', 'WINDOW',
-           'DEFAULT_WINDOW', 'DEFAULT_FRAME', 'MAX_MESSAGE', 'ENHANCE_YOUR_CALM', 'KEEPALIVE_PING', 'STREAM_BUFFER',
-           'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'HEADS_KEPT', 'TRANSPORT_ENV', 'frame', 'hpack_int',
-           'literal', 'percent_encode', 'metadata_block', 'trailers', 'Method', 'Abort', 'parse_timeout', 'H2Context',
-           'Stream', 'Keepalive', 'H2Protocol', 'read_head', 'H2Server', 'transport']
+           'DEFAULT_WINDOW', 'DEFAULT_FRAME', 'MAX_MESSAGE', 'NO_ERROR', 'PROTOCOL_ERROR', 'INTERNAL_ERROR',
+           'FLOW_CONTROL_ERROR', 'SETTINGS_TIMEOUT', 'STREAM_CLOSED', 'FRAME_SIZE_ERROR', 'REFUSED_STREAM', 'CANCEL',
+           'COMPRESSION_ERROR', 'ENHANCE_YOUR_CALM', 'MAX_WINDOW', 'KEEPALIVE_PING', 'STREAM_BUFFER',
+           'RESPONSE_HEADERS', 'GZIP_HEADERS', 'TRAILERS_OK', 'MAX_STREAMS', 'MAX_HEADER_LIST', 'MAX_CONTINUATIONS',
+           'CALM_BURST', 'CALM_RATE', 'RESET_COST', 'PREFACE_TIMEOUT', 'HEADS_KEPT', 'INCOMPLETE', 'INFLATE_ON_LOOP',
+           'TRANSPORT_ENV', 'H2Error', 'frame', 'hpack_int', 'literal', 'percent_encode', 'metadata_block', 'trailers',
+           'Method', 'Abort', 'parse_timeout', 'H2Context', 'Stream', 'Keepalive', 'settings_timeout', 'H2Protocol',
+           'read_head', 'inflate_message', 'H2Server', 'transport']
 
 # %% ../nbs/08f_grpc_h2.ipynb #849b4c21
 PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
@@ -27,9 +31,15 @@ END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
 WINDOW = 1 << 24          # what we let a peer send before it hears from us, per stream and per connection
 DEFAULT_WINDOW, DEFAULT_FRAME = 65535, 16384
 MAX_MESSAGE = 2**31 - 1   # Triton's MAX_GRPC_MESSAGE_SIZE, each way
-ENHANCE_YOUR_CALM = 11   # GOAWAY's error code for a client that pings too often
+NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR, SETTINGS_TIMEOUT, STREAM_CLOSED, FRAME_SIZE_ERROR = range(7)
+REFUSED_STREAM, CANCEL, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 7, 8, 9, 11   # RFC 9113 7; CALM: pings or frames too often
+MAX_WINDOW = 2**31 - 1    # no flow-control window may pass this (RFC 9113 6.9.1)
 KEEPALIVE_PING = b'keepaliv'   # our PINGs' 8 bytes, so that their ACKs are told apart from the client's
 STREAM_BUFFER = 4 << 20   # a stream's received bytes its handler has not taken, beyond which we stop acknowledging them
+
+class H2Error(Exception):
+    "A connection error (RFC 9113 5.4.1): the connection ends with a GOAWAY carrying `code` and `text`."
+    def __init__(self, code:int, text:str): super().__init__(code, text); self.code, self.text = code, text
 
 def frame(kind:int, flags:int, sid:int, payload=b'') -> bytes:
     "One HTTP/2 frame."
@@ -136,6 +146,18 @@ class Keepalive(NamedTuple):
     max_connection_age_ms: int = 0                 # GOAWAY after this long (±10%, 0: never) ...
     max_connection_age_grace_ms: int = 0           # ... and close this long after it (0: when its calls are done)
 
+# %% ../nbs/08f_grpc_h2.ipynb #bbcb46e8
+MAX_STREAMS = 1000            # SETTINGS_MAX_CONCURRENT_STREAMS, as grpc core's server advertises it
+MAX_HEADER_LIST = 1 << 16     # bytes of one header block, compressed (its frames) or decoded (hpack's list size)
+MAX_CONTINUATIONS = 64        # CONTINUATION frames in one header block
+CALM_BURST, CALM_RATE = 10_000, 1_000   # the control-frame budget: at once, then per second
+RESET_COST = 10               # what a call the client resets before its answer costs of the budget
+PREFACE_TIMEOUT = 20.0        # seconds from connecting to the client's preface
+
+def settings_timeout(ka) -> float:
+    "grpc core's GRPC_ARG_SETTINGS_TIMEOUT default: max(2 x keepalive timeout, 1 minute)."
+    return max(2 * ka.keepalive_timeout_ms / 1000, 60.0)
+
 # %% ../nbs/08f_grpc_h2.ipynb #334d7b13
 class H2Protocol(asyncio.Protocol):
     "One HTTP/2 connection serving gRPC `methods` ({'/package.Service/Method': Method})."
@@ -149,18 +171,24 @@ class H2Protocol(asyncio.Protocol):
         self.max_message = server.max_message if server is not None else MAX_MESSAGE
         self.ka = server.keepalive if server is not None else Keepalive()
         self.timers, self.pings_sent, self.strikes, self.last_ping, self.aged = {}, 0, 0, float('-inf'), False
+        self.shift, self.blocked, self.continuations = 0, {}, 0   # see on_settings, _drain, on_continuation
+        self.discard = False                                      # True after a connection error (connection_error)
+        self.calm, self.calm_at = CALM_BURST, time.monotonic()    # the control-frame budget (`spend`)
+        self.inflating = server.inflating if server is not None else asyncio.Semaphore(1)   # message_bytes
 
     def connection_made(self, transport):
         import hpack
         self.t, self.decoder, self.loop = transport, hpack.Decoder(), asyncio.get_running_loop()
         self.heads, self.inserted = {}, 0   # call_head's decoded blocks, and the decoder's insertions so far
         self._count_insertions()
-        self.decoder.max_allowed_table_size = 4096
+        self.decoder.max_allowed_table_size, self.decoder.max_header_list_size = 4096, MAX_HEADER_LIST
         if self.server is not None: self.server.connections.add(self)
         if self.ka.keepalive_time_ms > 0: self.timers['ping'] = self.loop.call_later(self.ka.keepalive_time_ms / 1000, self.keepalive_ping)
         if self.ka.max_connection_age_ms > 0:   # jittered as grpc core does, so connections made together do not all end together
             self.timers['age'] = self.loop.call_later(self.ka.max_connection_age_ms / 1000 * random.uniform(0.9, 1.1), self.age_out)
-        transport.write(frame(SETTINGS, 0, 0, struct.pack('>HIHI', 3, 1000, 4, WINDOW))
+        self.timers['preface'] = self.loop.call_later(PREFACE_TIMEOUT, transport.abort)
+        self.timers['settings'] = self.loop.call_later(settings_timeout(self.ka), self.connection_error, SETTINGS_TIMEOUT, 'settings timeout')
+        transport.write(frame(SETTINGS, 0, 0, struct.pack('>HIHI', 3, MAX_STREAMS, 4, WINDOW))
                         + frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', WINDOW - DEFAULT_WINDOW)))
 
     def connection_lost(self, exc):
@@ -176,80 +204,154 @@ class H2Protocol(asyncio.Protocol):
 # %% ../nbs/08f_grpc_h2.ipynb #7a64eeb7
 @patch
 def data_received(self:H2Protocol, data:bytes):
+    if self.discard: return   # after a connection error
     buf = self.buf + data if self.buf else data
     pos, n = 0, len(buf)
     if not self.preface:
         if n < 24: self.buf = buf; return
         if buf[:24] != PREFACE: self.t.close(); return   # not HTTP/2 with prior knowledge
         self.preface, pos = True, 24
+        self.timers.pop('preface').cancel()
     try:
         while n - pos >= 9:
             length = int.from_bytes(buf[pos:pos + 3], 'big')
+            if length > DEFAULT_FRAME: raise H2Error(FRAME_SIZE_ERROR, f'a frame of {length} bytes (SETTINGS_MAX_FRAME_SIZE is {DEFAULT_FRAME})')
             if n - pos - 9 < length: break
             kind, flags, sid = buf[pos + 3], buf[pos + 4], int.from_bytes(buf[pos + 5:pos + 9], 'big') & 0x7fffffff
             payload = buf[pos + 9:pos + 9 + length]
             pos += 9 + length
-            if self.header_sid and kind != CONTINUATION: raise ConnectionError('a header block was interrupted')
+            if self.header_sid and kind != CONTINUATION: raise H2Error(PROTOCOL_ERROR, 'a header block was interrupted')
             if kind == DATA: self.on_data(sid, flags, payload, length)
             elif kind == HEADERS: self.on_headers(sid, flags, payload)
             elif kind == CONTINUATION: self.on_continuation(sid, flags, payload)
-            elif kind == SETTINGS: self.on_settings(flags, payload)
-            elif kind == WINDOW_UPDATE: self.on_window_update(sid, int.from_bytes(payload[:4], 'big') & 0x7fffffff)
-            elif kind == PING: self.on_ping(flags, payload)
-            elif kind == RST_STREAM:
-                if (s := self.streams.pop(sid, None)) is not None: self._cancel(s)
-            elif kind == GOAWAY: self.going_away = True
-            # PRIORITY is advice we do not need; unknown frame types are ignored, as the RFC says
-    except Exception as e:    # a protocol error (or a header block we cannot decode): end the connection
-        log.debug(f'h2 connection error: {e!r}')
-        self.out.append(frame(GOAWAY, 0, 0, struct.pack('>II', self.last_sid, 1)))
-        self.flush(); self.t.close(); return
+            else: self.on_control(kind, flags, sid, payload)
+    except Exception as e: return self.connection_error(*self.error_code(e))
     self.buf = buf[pos:]
     self.flush()
 
+@patch
+def error_code(self:H2Protocol, e:Exception) -> tuple:
+    "(GOAWAY code, text) for what a frame handler raised: ours, HPACK's (a block we cannot decode), or a bug (logged)."
+    if isinstance(e, H2Error): return e.code, e.text
+    if type(e).__module__.startswith('hpack'): return COMPRESSION_ERROR, f'{type(e).__name__}: {e}'
+    log.exception('h2: a frame handler raised')
+    return INTERNAL_ERROR, ''
+
+@patch
+def connection_error(self:H2Protocol, code:int, text:str=''):
+    """End the connection: GOAWAY with `code` (and `text` as debug data). A lingering close: our side is shut, what
+    the client still sends is read and dropped (closing with unread bytes would send a TCP reset, which can destroy
+    the GOAWAY before the client reads it), and after a second the connection is aborted."""
+    log.debug(f'h2 connection error {code}: {text}')
+    self.going_away, self.discard, self.buf = True, True, b''
+    self.out.append(frame(GOAWAY, 0, 0, struct.pack('>II', self.last_sid, code) + text.encode()[:256]))
+    self.flush()
+    if self.t.can_write_eof(): self.t.write_eof()
+    else: self.t.close()
+    self.loop.call_later(1.0, self.t.abort)
+
+@patch
+def unpad(self:H2Protocol, payload:bytes) -> bytes:
+    "A PADDED frame's payload without its padding; padding as long as the frame is a protocol error (RFC 9113 6.1)."
+    if not payload or payload[0] >= len(payload): raise H2Error(PROTOCOL_ERROR, 'padding as long as the frame')
+    return payload[1:len(payload) - payload[0]]
+
 # %% ../nbs/08f_grpc_h2.ipynb #e5c15255
+_LENGTHS = {PRIORITY: 5, RST_STREAM: 4, PING: 8, WINDOW_UPDATE: 4}   # the fixed payload lengths
+
+@patch
+def on_control(self:H2Protocol, kind:int, flags:int, sid:int, payload:bytes):
+    if kind in _LENGTHS and len(payload) != _LENGTHS[kind]: raise H2Error(FRAME_SIZE_ERROR, f'frame type {kind} of {len(payload)} bytes')
+    if kind == WINDOW_UPDATE: return self.on_window_update(sid, int.from_bytes(payload, 'big') & 0x7fffffff)
+    self.spend()
+    if kind in (SETTINGS, PING, GOAWAY) and sid: raise H2Error(PROTOCOL_ERROR, f'frame type {kind} on stream {sid}')
+    if kind in (RST_STREAM, PRIORITY) and not sid: raise H2Error(PROTOCOL_ERROR, f'frame type {kind} on stream 0')
+    if kind == SETTINGS: self.on_settings(flags, payload)
+    elif kind == PING: self.on_ping(flags, payload)
+    elif kind == RST_STREAM:
+        if sid > self.last_sid: raise H2Error(PROTOCOL_ERROR, f'RST_STREAM on idle stream {sid}')
+        if (s := self.streams.pop(sid, None)) is not None: self.spend(RESET_COST - 1); self._cancel(s)
+    elif kind == GOAWAY: self.going_away = True
+    elif kind == PUSH_PROMISE: raise H2Error(PROTOCOL_ERROR, 'PUSH_PROMISE from a client')
+    # PRIORITY is advice we do not need; unknown frame types are ignored, as the RFC says
+
+@patch
+def spend(self:H2Protocol, cost:int=1):
+    "Take from the control-frame budget (a token bucket, refilled when it runs out): past it, ENHANCE_YOUR_CALM."
+    self.calm -= cost
+    if self.calm >= 0: return
+    now = time.monotonic()
+    self.calm, self.calm_at = min(CALM_BURST, self.calm + (now - self.calm_at) * CALM_RATE), now
+    if self.calm < 0: raise H2Error(ENHANCE_YOUR_CALM, 'too many control frames')
+
+# %% ../nbs/08f_grpc_h2.ipynb #9d49a8bf
 @patch
 def on_settings(self:H2Protocol, flags:int, payload:bytes):
-    if flags & ACK: return
-    for i in range(0, len(payload) - 5, 6):
-        key, value = struct.unpack_from('>HI', payload, i)
+    if flags & ACK:
+        if payload: raise H2Error(FRAME_SIZE_ERROR, 'a SETTINGS ACK with a payload')
+        if (timer := self.timers.pop('settings', None)) is not None: timer.cancel()
+        return
+    if len(payload) % 6: raise H2Error(FRAME_SIZE_ERROR, f'SETTINGS of {len(payload)} bytes')
+    for key, value in struct.iter_unpack('>HI', payload):
         if key == 4:
-            delta, self.peer_window = value - self.peer_window, value
-            for s in self.streams.values(): s.send_window += delta
-        elif key == 5: self.max_frame = value
+            if value > MAX_WINDOW: raise H2Error(FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2**31-1')
+            self.shift, self.peer_window = self.shift + value - self.peer_window, value
+        elif key == 5:
+            if not DEFAULT_FRAME <= value < 1 << 24: raise H2Error(PROTOCOL_ERROR, f'SETTINGS_MAX_FRAME_SIZE {value}')
+            self.max_frame = value
+        elif key == 2 and value > 1: raise H2Error(PROTOCOL_ERROR, f'SETTINGS_ENABLE_PUSH {value}')
     self.out.append(frame(SETTINGS, ACK, 0))
-    if any(s.pending for s in self.streams.values()): self._drain_all()
+    if self.blocked: self._drain_all()
 
 @patch
 def on_window_update(self:H2Protocol, sid:int, increment:int):
     if sid == 0:
+        if not increment: raise H2Error(PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0')
         self.send_window += increment
-        self._drain_all()
+        if self.send_window > MAX_WINDOW: raise H2Error(FLOW_CONTROL_ERROR, 'the connection window above 2**31-1')
+        if self.blocked: self._drain_all()
     elif (s := self.streams.get(sid)) is not None:
+        if not increment or s.send_window + self.shift + increment > MAX_WINDOW:
+            return self.reset(s, PROTOCOL_ERROR if not increment else FLOW_CONTROL_ERROR)
         s.send_window += increment
         self._drain(s)
+    elif sid > self.last_sid: raise H2Error(PROTOCOL_ERROR, f'WINDOW_UPDATE on idle stream {sid}')
 
-# %% ../nbs/08f_grpc_h2.ipynb #9d49a8bf
+@patch
+def reset(self:H2Protocol, s:Stream, code:int):
+    "A stream error (RFC 9113 5.4.2): RST_STREAM with `code`; its call is cancelled."
+    self.out.append(frame(RST_STREAM, 0, s.sid, struct.pack('>I', code)))
+    self.streams.pop(s.sid, None); self._cancel(s)
+
+# %% ../nbs/08f_grpc_h2.ipynb #dba6a0f6
 @patch
 def on_headers(self:H2Protocol, sid:int, flags:int, payload:bytes):
-    if flags & PADDED: payload = payload[1:len(payload) - payload[0]]
+    if not sid & 1: raise H2Error(PROTOCOL_ERROR, f'HEADERS on stream {sid} (a client opens odd streams)')
+    if flags & PADDED: payload = self.unpad(payload)
     if flags & PRIORITY_FLAG: payload = payload[5:]
-    if not flags & END_HEADERS: self.header_sid, self.header_block, self.header_flags = sid, payload, flags; return
+    if not flags & END_HEADERS:
+        self.header_sid, self.header_block, self.header_flags, self.continuations = sid, bytearray(payload), flags, 0
+        return
     self.header_block_done(sid, flags, payload)
 
 @patch
 def header_block_done(self:H2Protocol, sid:int, flags:int, block:bytes):
-    if sid in self.streams or sid <= self.last_sid:   # trailers from the client (or a stream we ended): only END_STREAM matters
-        self.decoder.decode(block, raw=True)          # still decoded: it updates the connection's table
+    if sid in self.streams:                    # trailers from the client: only END_STREAM matters
+        self.decoder.decode(block, raw=True)   # still decoded: it updates the connection's table
         if flags & END_STREAM: self.on_data(sid, END_STREAM, b'', 0)
+    elif sid <= self.last_sid:                 # a stream that was closed
+        self.decoder.decode(block, raw=True); self.spend()
+        self.out.append(frame(RST_STREAM, 0, sid, struct.pack('>I', STREAM_CLOSED)))
     else: self.open_stream(sid, flags, block)
 
 @patch
 def on_continuation(self:H2Protocol, sid:int, flags:int, payload:bytes):
-    if sid != self.header_sid: raise ConnectionError('CONTINUATION on another stream')
-    self.header_block += payload
+    if not self.header_sid or sid != self.header_sid: raise H2Error(PROTOCOL_ERROR, 'CONTINUATION without its HEADERS')
+    self.header_block += payload; self.continuations += 1
+    if len(self.header_block) > MAX_HEADER_LIST or self.continuations > MAX_CONTINUATIONS:
+        raise H2Error(ENHANCE_YOUR_CALM, f'a header block past {MAX_HEADER_LIST} bytes or {MAX_CONTINUATIONS} CONTINUATION frames')
     if flags & END_HEADERS:
-        sid, block, first = self.header_sid, self.header_block, self.header_flags
+        sid, block, first = self.header_sid, bytes(self.header_block), self.header_flags
         self.header_sid, self.header_block = 0, b''
         self.header_block_done(sid, first, block)
 
@@ -300,7 +402,9 @@ def open_stream(self:H2Protocol, sid:int, flags:int, block:bytes):
     path, metadata, timeout, encoding, accepts_gzip = self.call_head(block)
     deadline = None if timeout is None else time.monotonic() + timeout
     self.last_sid = max(self.last_sid, sid)
-    s = Stream(sid, self.peer_window)
+    if len(self.streams) >= MAX_STREAMS:   # what we advertised: refused, and the client may retry it
+        self.spend(); self.out.append(frame(RST_STREAM, 0, sid, struct.pack('>I', REFUSED_STREAM))); return
+    s = Stream(sid, self.peer_window - self.shift)   # windows are kept less `shift` (on_settings)
     self.streams[sid] = s
     s.encoding, s.ctx = encoding, H2Context(metadata, deadline, accepts_gzip)
     s.method, s.closed_remote = self.methods.get(path), bool(flags & END_STREAM)
@@ -315,17 +419,19 @@ def open_stream(self:H2Protocol, sid:int, flags:int, block:bytes):
     if flags & END_STREAM: self.on_data(sid, END_STREAM, b'', 0)
 
 # %% ../nbs/08f_grpc_h2.ipynb #65704af4
-_DECOMPRESS = {b'gzip': gzip.decompress, b'deflate': zlib.decompress}   # grpc's message encodings
+INCOMPLETE = 'the stream ended inside a message (fewer bytes than its length prefix)'
 
 @patch
 def on_data(self:H2Protocol, sid:int, flags:int, payload:bytes, length:int):
+    if sid > self.last_sid or not sid: raise H2Error(PROTOCOL_ERROR, f'DATA on idle stream {sid}')
     if length:
         self.received += length
         if self.received > WINDOW // 2:
             self.out.append(frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', self.received))); self.received = 0
+    elif not flags & END_STREAM: self.spend()   # an empty DATA frame does nothing but cost
     s = self.streams.get(sid)
     if s is None or s.closed_remote or s.ended: return
-    if flags & PADDED: payload = payload[1:len(payload) - payload[0]]
+    if flags & PADDED: payload = self.unpad(payload)
     s.body += payload
     if length:
         s.received += length
@@ -334,13 +440,16 @@ def on_data(self:H2Protocol, sid:int, flags:int, payload:bytes, length:int):
     if len(s.body) >= 5 and (size := int.from_bytes(s.body[1:5], 'big')) > self.max_message: return self.too_large(s, size)
     if s.requests is not None:
         for message in self.messages(s):
-            s.queued += 5 + (len(message) if isinstance(message, bytes) else 0)
+            s.queued += 5 + len(message if message.__class__ is bytes else message[0])
             s.requests.put_nowait(message)
     if flags & END_STREAM:
         s.closed_remote = True
-        if s.requests is not None: s.requests.put_nowait(_END)
+        if s.requests is not None:
+            if s.body: s.requests.put_nowait(Abort(grpc.StatusCode.INTERNAL, INCOMPLETE))
+            s.requests.put_nowait(_END)
         elif s.task is None and not s.ended:
             message = next(self.messages(s), b'')
+            if s.body: message = Abort(grpc.StatusCode.INTERNAL, INCOMPLETE)
             s.task = self.loop.create_task(self.run_unary(s, message))
 
 @patch
@@ -357,18 +466,14 @@ def taken(self:H2Protocol, s:Stream, n:int):
 
 @patch
 def messages(self:H2Protocol, s:Stream):
-    "The complete length-prefixed messages in the stream's body (taken out of it), as parsed requests or UNPARSED bytes."
+    "The complete length-prefixed messages in the stream's body (taken out of it): bytes, or (bytes,) when compressed."
     body = s.body
     while len(body) >= 5:
         size = int.from_bytes(body[1:5], 'big')
         if len(body) < 5 + size: return
         data, compressed = bytes(body[5:5 + size]), body[0]
         del body[:5 + size]
-        if compressed:
-            try: data = _DECOMPRESS[s.encoding](data)
-            except Exception: data = None
-            if data is not None and len(data) > self.max_message: data = self.too_large_error(len(data))
-        yield data
+        yield (data,) if compressed else data
 
 @patch
 def too_large_error(self:H2Protocol, size:int, sent:bool=False) -> Abort:
@@ -382,6 +487,32 @@ def too_large(self:H2Protocol, s:Stream, size:int):
     if s.task is not None and not s.task.done(): s.task.cancel()
     e = self.too_large_error(size)
     self.finish(s, e.code, e.details)
+
+# %% ../nbs/08f_grpc_h2.ipynb #8a524853
+_WBITS = {b'gzip': 31, b'deflate': 15}   # zlib's framing for grpc's message encodings
+INFLATE_ON_LOOP = 1 << 12                # compressed bytes inflated on the loop (at most ~4 MB out); more go to a thread
+
+def inflate_message(encoding:bytes, data:bytes, limit:int, piece:int=1 << 22) -> bytearray:
+    """A compressed message inflated no further than `limit` bytes, or the Abort grpc core ends the call with. Inflated
+    `piece` bytes at a time into one bytearray: zlib lets go of the GIL while it inflates, and no copy of the whole
+    (one call's output buffer joined, or `bytes()` of it) holds the GIL for long; protobuf parses a bytearray as it is."""
+    if encoding not in _WBITS: raise Abort(grpc.StatusCode.INTERNAL, 'Compression bit set but no encoding configured')
+    z, out = zlib.decompressobj(_WBITS[encoding]), bytearray()
+    try:
+        while data and not z.eof:
+            out += z.decompress(data, min(piece, limit + 1 - len(out)))
+            if len(out) > limit: raise Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, 'Decompressed message larger than max')
+            data = z.unconsumed_tail
+    except zlib.error: raise Abort(grpc.StatusCode.INTERNAL, 'Decompression failed due to zlib error') from None
+    if not z.eof: raise Abort(grpc.StatusCode.INTERNAL, 'Decompression failed due to zlib error')
+    return out
+
+@patch
+async def message_bytes(self:H2Protocol, s:Stream, data) -> bytes:
+    "What `messages` gave, as the message's bytes: (compressed,) inflated; an Abort raised."
+    if data.__class__ is not tuple: raise data
+    if len(data[0]) <= INFLATE_ON_LOOP: return inflate_message(s.encoding, data[0], self.max_message)
+    async with self.inflating: return await asyncio.to_thread(inflate_message, s.encoding, data[0], self.max_message)
 
 # %% ../nbs/08f_grpc_h2.ipynb #e53751b7
 @patch
@@ -399,8 +530,7 @@ def failed(self:H2Protocol, s:Stream, e:BaseException):
 async def run_unary(self:H2Protocol, s:Stream, data:bytes|None):
     m, ctx = s.method, s.ctx
     try:
-        if data is None: raise Abort(grpc.StatusCode.INTERNAL, 'Failed to decompress the message')
-        if isinstance(data, Abort): raise data
+        if data.__class__ is not bytes: data = await self.message_bytes(s, data)
         response = await m.handler(m.parse(data), ctx)
         self.send_message(s, m.serialize(response))
         self.finish(s, ctx.code or grpc.StatusCode.OK, ctx.details, ctx.trailing)
@@ -412,9 +542,10 @@ async def run_streaming(self:H2Protocol, s:Stream):
     m, ctx = s.method, s.ctx
     async def requests():
         while (data := await s.requests.get()) is not _END:
-            if data is None: raise Abort(grpc.StatusCode.INTERNAL, 'Failed to decompress the message')
-            if isinstance(data, Abort): raise data
-            self.taken(s, 5 + len(data))
+            if data.__class__ is not bytes:
+                if data.__class__ is tuple: self.taken(s, 5 + len(data[0]))
+                data = await self.message_bytes(s, data)
+            else: self.taken(s, 5 + len(data))
             yield m.parse(data)
     try:
         async for response in m.handler(requests(), ctx):
@@ -449,7 +580,7 @@ def send_message(self:H2Protocol, s:Stream, data:bytes):
     if not s.headers_sent:
         self.out.append(frame(HEADERS, END_HEADERS, s.sid, GZIP_HEADERS if flag == b'\x01' else RESPONSE_HEADERS)); s.headers_sent = True
     data = flag + len(data).to_bytes(4, 'big') + data
-    if not s.pending and len(data) <= min(s.send_window, self.send_window, self.max_frame):
+    if not s.pending and len(data) <= min(s.send_window + self.shift, self.send_window, self.max_frame):
         s.send_window -= len(data); self.send_window -= len(data)
         self.out.append(frame(DATA, 0, s.sid, data))
     else:
@@ -470,7 +601,7 @@ def finish(self:H2Protocol, s:Stream, code, details:str='', metadata=()):
 
 @patch
 def _drain(self:H2Protocol, s:Stream):
-    "Send what waits on `s` as far as the windows allow."
+    "Send what waits on `s` as far as the windows allow; a stream left waiting is in `blocked` (what `_drain_all` walks)."
     while s.pending:
         item = s.pending[0]
         if isinstance(item, tuple):   # the trailers: last, with END_STREAM (split if bigger than a frame)
@@ -481,22 +612,23 @@ def _drain(self:H2Protocol, s:Stream):
                 chunk, rest = rest[:self.max_frame], rest[self.max_frame:]
                 self.out.append(frame(CONTINUATION, 0 if rest else END_HEADERS, s.sid, chunk))
             s.pending.clear()
-            self.streams.pop(s.sid, None)
+            self.streams.pop(s.sid, None); self.blocked.pop(s.sid, None)
             if self.aged and not self.streams: self.flush(); self.t.close()   # max_connection_age: its last call is done
             if s.closed_remote is False:   # the client may still be sending: tell it to stop
                 self.out.append(frame(RST_STREAM, 0, s.sid, struct.pack('>I', 0)))
             return
-        n = min(len(item), s.send_window, self.send_window, self.max_frame)
-        if n <= 0: return
+        n = min(len(item), s.send_window + self.shift, self.send_window, self.max_frame)
+        if n <= 0: self.blocked[s.sid] = s; return
         self.out.append(frame(DATA, 0, s.sid, item[:n]))
         s.send_window -= n; self.send_window -= n
         if n == len(item): s.pending.pop(0)
         else: s.pending[0] = item[n:]
+    self.blocked.pop(s.sid, None)
 
 @patch
 def _drain_all(self:H2Protocol):
-    for s in list(self.streams.values()):
-        if s.pending: self._drain(s)
+    for s in list(self.blocked.values()):
+        self._drain(s)
         if self.send_window <= 0: return
 
 # %% ../nbs/08f_grpc_h2.ipynb #36fac538
@@ -504,6 +636,7 @@ def _drain_all(self:H2Protocol):
 def _cancel(self:H2Protocol, s:Stream):
     "The client reset the stream or went away: stop its handler."
     s.ended = True
+    self.blocked.pop(s.sid, None)
     if s.deadline_timer is not None: s.deadline_timer.cancel()
     if s.task is not None and not s.task.done(): s.task.cancel()
     if s.ctx is not None: s.ctx._finish()
@@ -543,9 +676,7 @@ def on_ping(self:H2Protocol, flags:int, payload:bytes):
     allowed, self.last_ping = self.last_ping + (7200.0 if idle else ka.http2_min_recv_ping_interval_without_data_ms / 1000), now
     if now >= allowed: return
     self.strikes += 1
-    if 0 < ka.http2_max_ping_strikes < self.strikes:
-        self.out.append(frame(GOAWAY, 0, 0, struct.pack('>II', self.last_sid, ENHANCE_YOUR_CALM) + b'too_many_pings'))
-        self.flush(); self.t.close()
+    if 0 < ka.http2_max_ping_strikes < self.strikes: raise H2Error(ENHANCE_YOUR_CALM, 'too_many_pings')
 
 # %% ../nbs/08f_grpc_h2.ipynb #349bc671
 @patch
@@ -564,6 +695,7 @@ class H2Server:
         self.methods, self.host, self.port, self.reuse_port, self.ssl = methods, host, port, reuse_port, ssl
         self.max_message, self.keepalive = max_message, keepalive or Keepalive()
         self.connections, self.stopping, self._server = set(), False, None
+        self.inflating = asyncio.Semaphore(1)   # big compressed messages are inflated one at a time (message_bytes)
 
     async def start(self):
         loop = asyncio.get_running_loop()
