@@ -292,3 +292,47 @@ def test_100_load_unload_cycles_leave_nothing_behind(tmp_path):
         assert stubs(me.pid) == []
         assert me.num_fds() <= fds + 2, (fds, me.num_fds())
         assert me.memory_info().rss - rss < 30 * 2**20, (rss, me.memory_info().rss)
+
+
+LEAVES = '''
+import os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if HOW == "fork":                  # a plain fork: the child has every fd of the stub, close-on-exec or not
+            pid = os.fork()
+            if pid == 0: time.sleep(100); os._exit(0)
+            open(PIDFILE, "w").write(str(pid))
+        else: os.system(f"sleep 100 & echo $! > {PIDFILE}")   # a shell and its background child: exec'd
+        os._exit(1)
+'''
+
+
+def alive(pid:int) -> bool:
+    try: return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess: return False
+
+
+@pytest.mark.parametrize('how', ['system', 'fork'])
+def test_a_stub_that_dies_leaving_a_grandchild_answers_as_triton(mini_process, tmp_path, how):
+    """Issue 40, M1: the grandchild keeps the stub's end of its channels open (a fork) or would, were they inheritable
+    across exec (os.system): the stub's exit itself says it died. Triton 2.51 answers within about a second."""
+    repo, pidfile = tmp_path / 'models', tmp_path / 'grandchild.pid'
+    write(repo, 'leaves', LEAVES.replace('HOW', repr(how)).replace('PIDFILE', repr(str(pidfile))), CONFIG)
+    write(repo, 'healthy', MODEL, CONFIG)
+    s = mini_process(repo, '--python-backend-mode=process')
+    dead = (500, {'error': "Stub process 'leaves_0' is not healthy."})
+    try:
+        t0 = time.monotonic()
+        status, _, text = http(s.http_port, 'POST', '/v2/models/leaves/infer', timeout=10,
+                               body={'inputs': [{'name': 'IN', 'shape': [1], 'datatype': 'FP32', 'data': [1]}]})
+        took = time.monotonic() - t0
+        assert (status, json.loads(text)) == dead and took < 3, took
+        assert alive(int(pidfile.read_text()))                       # the grandchild outlives its stub
+        assert infer(s.http_port, 'leaves', 1) == dead                # every later request too
+        assert infer(s.http_port, 'healthy', 2)[1]['outputs'][0]['data'] == [4.0]
+        assert http(s.http_port, 'GET', '/v2/models/leaves/ready')[0] == 200   # as Triton 2.51 and the test above
+    finally:
+        if pidfile.exists(): psutil.Process(int(pidfile.read_text())).kill()

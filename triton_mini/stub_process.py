@@ -238,6 +238,7 @@ def _start(self:StubModelInstance):
     self._work_seen, self._order = 0, threading.Condition()   # `work` messages handled; `side` waits for them
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
+    self._watch_exit()
     self._send(('initialize', self.args))
     try: self.pid = self._ready.result(self.start_timeout)
     except BaseException:
@@ -332,6 +333,23 @@ def _died(self:StubModelInstance):
         for r in requests:
             if not r.done and self.decoupled: r.send(InferenceResponse(error=err), True)
         if not fut.done(): fut.set_result(([InferenceResponse(error=err)] * len(requests), None, True))
+
+# %% ../nbs/04c_stub_process.ipynb #0d906538
+@patch
+def _watch_exit(self:StubModelInstance):
+    "Call `_exited` once the stub's process exits: a forked stub's fork server tells, an exec'd stub is waited for."
+    if hasattr(self.proc, 'on_exit'): self.proc.on_exit(self._exited)   # a ForkedStub (the fork server's appendix)
+    else: threading.Thread(target=_wait_then, args=(self.proc, self._exited), name=f'triton_mini:{self.name}:wait', daemon=True).start()
+
+def _wait_then(proc, callback): proc.wait(); callback()
+
+@patch
+def _exited(self:StubModelInstance):
+    "The stub is gone, its ends of the channels perhaps not: read what is left in them, then their end."
+    for ch in (self.work, self.side):
+        try: ch.sock.shutdown(socket.SHUT_RD)
+        except OSError: pass
+
 
 # %% ../nbs/04c_stub_process.ipynb #eba6bfc3
 @patch
@@ -523,7 +541,9 @@ def stub_main(work:int, side:int):
     sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
-    Stub(Channel(socket.socket(fileno=work)), Channel(socket.socket(fileno=side))).serve()
+    socks = [socket.socket(fileno=fd) for fd in (work, side)]
+    for s in socks: s.set_inheritable(False)      # close-on-exec: what the model starts (a shell, a program) cannot hold them open
+    Stub(*map(Channel, socks)).serve()
 
 # %% ../nbs/04c_stub_process.ipynb #4acde092
 @patch
@@ -827,7 +847,7 @@ def _forked_stub(sock:socket.socket, wake:tuple, fds:list, env:dict, cwd:str):
 # %% ../nbs/04c_stub_process.ipynb #16ce71fa
 class ForkedStub:
     "`subprocess.Popen`'s poll/wait/kill for a stub the fork server started: the fork server reaps it and reports its exit code."
-    def __init__(self, pid:int): self.pid, self.returncode, self._done = pid, None, threading.Event()
+    def __init__(self, pid:int): self.pid, self.returncode, self._done, self._callbacks = pid, None, threading.Event(), []
     def poll(self): return self.returncode
     def wait(self, timeout=None):
         if not self._done.wait(timeout): raise subprocess.TimeoutExpired(f'stub {self.pid}', timeout)
@@ -836,7 +856,16 @@ class ForkedStub:
         if self.returncode is None:
             try: os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError: pass
-    def _exited(self, code:int): self.returncode = code; self._done.set()
+    def _exited(self, code:int): self.returncode = code; self._done.set(); self._call_back()
+    def on_exit(self, callback):
+        "Call `callback()` once the stub exits (at once if it has), on the fork server's reader: it must not block."
+        self._callbacks.append(callback)
+        if self._done.is_set(): self._call_back()
+    def _call_back(self):
+        while True:
+            try: f = self._callbacks.pop()   # atomic: each callback runs once, whichever thread gets it
+            except IndexError: return
+            f()
 
 class ForkServer:
     "A running fork server, started with `env`: `spawn()` starts a stub without starting Python."
