@@ -4,7 +4,7 @@ answers Triton 2.51 gives for a dead stub, decoupled streaming and logs across t
 The crash behaviour compared here was observed on real Triton 2.51 (and is compared live in the oracle test): a stub
 that exits fails that request and every later one of its instance with HTTP 500
 `{"error":"Stub process '<instance>' is not healthy."}`; the model stays READY; the other models serve on."""
-import json, os, textwrap, threading, time
+import json, os, signal, textwrap, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -292,3 +292,95 @@ def test_100_load_unload_cycles_leave_nothing_behind(tmp_path):
         assert stubs(me.pid) == []
         assert me.num_fds() <= fds + 2, (fds, me.num_fds())
         assert me.memory_info().rss - rss < 30 * 2**20, (rss, me.memory_info().rss)
+
+
+LEAVES = '''
+import os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if HOW == "fork":                  # a plain fork: the child has every fd of the stub, close-on-exec or not
+            pid = os.fork()
+            if pid == 0: time.sleep(100); os._exit(0)
+            open(PIDFILE, "w").write(str(pid))
+        else: os.system(f"sleep 100 & echo $! > {PIDFILE}")   # a shell and its background child: exec'd
+        os._exit(1)
+'''
+
+
+def alive(pid:int) -> bool:
+    try: return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess: return False
+
+
+START = {'forked': {}, 'exec': {'TRITON_MINI_FORK_STUBS': '0'}}   # stubs forked by the fork server, or each a new Python
+
+
+@pytest.mark.parametrize('start', START)
+@pytest.mark.parametrize('how', ['system', 'fork'])
+def test_a_stub_that_dies_leaving_a_grandchild_answers_as_triton(mini_process, tmp_path, how, start):
+    """Issue 40, M1: the grandchild keeps the stub's end of its channels open (a fork) or would, were they inheritable
+    across exec (os.system): the stub's exit itself says it died. Triton 2.51 answers within about a second."""
+    repo, pidfile = tmp_path / 'models', tmp_path / 'grandchild.pid'
+    write(repo, 'leaves', LEAVES.replace('HOW', repr(how)).replace('PIDFILE', repr(str(pidfile))), CONFIG)
+    write(repo, 'healthy', MODEL, CONFIG)
+    s = mini_process(repo, '--python-backend-mode=process', env=START[start])
+    dead = (500, {'error': "Stub process 'leaves_0' is not healthy."})
+    try:
+        t0 = time.monotonic()
+        status, _, text = http(s.http_port, 'POST', '/v2/models/leaves/infer', timeout=10,
+                               body={'inputs': [{'name': 'IN', 'shape': [1], 'datatype': 'FP32', 'data': [1]}]})
+        took = time.monotonic() - t0
+        assert (status, json.loads(text)) == dead and took < 3, took
+        assert alive(int(pidfile.read_text()))                       # the grandchild outlives its stub
+        assert infer(s.http_port, 'leaves', 1) == dead                # every later request too
+        assert infer(s.http_port, 'healthy', 2)[1]['outputs'][0]['data'] == [4.0]
+        assert http(s.http_port, 'GET', '/v2/models/leaves/ready')[0] == 200   # as Triton 2.51 and the test above
+    finally:
+        if pidfile.exists(): psutil.Process(int(pidfile.read_text())).kill()
+
+
+HOG = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        open(STARTED, "w").close()
+        sum(range(10**15))              # C code holding the GIL: the stub cannot read the end of its channels
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.zeros(1, np.float32))]) for _ in requests]
+'''
+
+
+@pytest.mark.parametrize('start', START)
+def test_kill_9_leaves_no_process_behind(mini_process, tmp_path, start):
+    """Issue 40, M2: after `kill -9` of the server, its fork server and stubs (one of them busy holding the GIL), the
+    JSON decoding worker, multiprocessing's fork server and resource tracker are all gone within 2 s."""
+    from triton_mini.http_server import HTTPFrontend
+    import inspect
+    repo, started = tmp_path / 'models', tmp_path / 'hog.started'
+    write(repo, 'healthy', MODEL, CONFIG)
+    write(repo, 'hog', HOG.replace('STARTED', repr(str(started))), CONFIG)
+    s = mini_process(repo, '--python-backend-mode=process', grpc=False, metrics=False, env=START[start])
+    threshold = inspect.signature(HTTPFrontend).parameters['worker_json_bytes'].default
+    body = {'inputs': [{'name': 'IN', 'shape': [1], 'datatype': 'FP32', 'data': [2]}], 'parameters': {'pad': 'x' * threshold}}
+    status, _, text = http(s.http_port, 'POST', '/v2/models/healthy/infer', body)
+    assert status == 200 and json.loads(text)['outputs'][0]['data'] == [4.0]
+    def never_answered():
+        try: infer(s.http_port, 'hog', 1)
+        except OSError: pass                                         # the server is killed under it
+    threading.Thread(target=never_answered, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline: time.sleep(0.02)
+    assert started.exists()
+    family = psutil.Process(s.proc.pid).children(recursive=True)
+    commands = [' '.join(p.cmdline()) for p in family]
+    assert sum('multiprocessing.forkserver' in c for c in commands) == 2, commands   # its fork server and the worker
+    assert sum('multiprocessing.resource_tracker' in c for c in commands) == 1, commands
+    assert len(stubs(s.proc.pid)) == 2, commands
+    s.send_signal(signal.SIGKILL); s.proc.wait()
+    deadline = time.monotonic() + 2
+    while any(alive(p.pid) for p in family) and time.monotonic() < deadline: time.sleep(0.02)
+    assert [c for p, c in zip(family, commands) if alive(p.pid)] == []

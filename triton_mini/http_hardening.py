@@ -4,7 +4,7 @@
 
 # %% ../nbs/08d_http_hardening.ipynb #3d0d763d
 from __future__ import annotations
-import asyncio, contextlib, gc, json, math, multiprocessing, os, pickle, re, tempfile, threading, zlib
+import asyncio, contextlib, gc, json, math, multiprocessing, os, pickle, re, select, tempfile, threading, time, zlib
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 import numpy as np
@@ -15,7 +15,7 @@ from .tensors import TritonError, _object_array, json_dumps
 # %% auto #0
 __all__ = ['DEEP_JSON_BYTES', 'NUMBERS_JSON_BYTES', 'KEEP_PARSERS', 'KEEP_PARSER_BYTES', 'parse_json', 'gc_paused',
            'parse_deep_json', 'parse_infer_json', 'c_atoi', 'header_length', 'inflate', 'response_encoding',
-           'json_repeated_keys', 'DecodeWorker']
+           'json_repeated_keys', 'DecodeWorker', 'exit_with']
 
 # %% ../nbs/08d_http_hardening.ipynb #bf0b9eb6
 _KINDS = {str: 'string', list: 'array', dict: 'object', bool: 'boolean'}
@@ -339,7 +339,8 @@ class DecodeWorker:
             if self.pool is None or self.tasks >= self.max_tasks:
                 ctx = multiprocessing.get_context('forkserver')
                 if self.preload: ctx.set_forkserver_preload(self.preload)
-                old, self.pool, self.tasks = self.pool, ProcessPoolExecutor(1, mp_context=ctx), 0
+                pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),))
+                old, self.pool, self.tasks = self.pool, pool, 0
             pool = self.pool; self.tasks += 1
             try: fut = pool.submit(f, *args)
             except BrokenProcessPool: fut = None
@@ -362,6 +363,26 @@ class DecodeWorker:
         "Stop the worker (waiting for the body it is decoding)."
         with self.lock: pool, self.pool = self.pool, None
         if pool is not None: pool.shutdown(wait=True, cancel_futures=True)
+
+# %% ../nbs/08d_http_hardening.ipynb #e743d6a8
+def exit_with(pid:int):
+    "In a worker process: exit as soon as the process `pid` (the server) has, on a thread of its own."
+    threading.Thread(target=_wait_for_exit, args=(pid,), name='triton_mini:exit_with', daemon=True).start()
+
+def _wait_for_exit(pid:int):
+    try: fd = os.pidfd_open(pid)                         # readable once the process has exited (Linux 5.3)
+    except ProcessLookupError: os._exit(0)               # already gone
+    except (AttributeError, OSError): fd = None          # macOS, an old kernel: ask
+    if fd is not None: select.select([fd], [], [])
+    else:
+        while _running(pid): time.sleep(0.2)
+    os._exit(0)
+
+def _running(pid:int) -> bool:
+    try: os.kill(pid, 0); return True
+    except ProcessLookupError: return False
+    except PermissionError: return True
+
 
 # %% ../nbs/08d_http_hardening.ipynb #4d177103
 def _spill(body:bytes) -> str|None:

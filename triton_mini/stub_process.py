@@ -4,9 +4,10 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import ctypes, dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
 import numpy as np
 from concurrent.futures import Future
+import queue
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -16,10 +17,11 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
            'START_VARIABLES', 'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire',
-           'release_flags', 'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'execution_env',
-           'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'ServerProxy', 'ForwardedFamilies',
-           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env',
-           'safe_members', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
+           'release_flags', 'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'start_process',
+           'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'ServerProxy',
+           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub',
+           'env_root', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer',
+           'fork_key', 'fork_server']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -146,12 +148,12 @@ def apply_release_flags(requests:list, flags:list|None):
     for r, f in zip(requests, flags or ()): r.release_flags = f
 
 # %% ../nbs/04c_stub_process.ipynb #e210d5f4
-STUB_MAIN = 'from triton_mini.stub_process import stub_main; stub_main(int(sys.argv[1]), int(sys.argv[2]))'
+STUB_MAIN = 'from triton_mini.stub_process import stub_main; stub_main(*map(int, sys.argv[1:4]))'
 
 def stub_command(python:str|None=None) -> list:
     """How the server starts a stub: this Python with this triton_mini first on its path; or a packed environment's
     Python (EXECUTION_ENV_PATH, below), with this triton_mini and the server's packages *after* the environment's own,
-    so the environment's versions win and what it lacks (fastcore, orjson, ...) still imports. The sockets' fds follow."""
+    so the environment's versions win and what it lacks (fastcore, orjson, ...) still imports. The sockets' fds and the server's pid follow."""
     if python is None: return [sys.executable, '-c', 'import sys; ' + STUB_MAIN]
     return [python, '-c', f'import sys; sys.path.extend({server_paths()!r}); ' + STUB_MAIN]
 
@@ -172,11 +174,35 @@ def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
     (work, their_work), (side, their_side) = socket.socketpair(), socket.socketpair()
     fds = (their_work.fileno(), their_side.fileno())
     try:
-        proc = subprocess.Popen([*stub_command(python), *map(str, fds)], pass_fds=fds,
-                                env=env if env is not None else _stub_env(), stdin=subprocess.DEVNULL)
+        proc = start_process([*stub_command(python), *map(str, fds), str(os.getpid())], pass_fds=fds,
+                             env=env if env is not None else _stub_env(), stdin=subprocess.DEVNULL)
     except BaseException: work.close(); side.close(); raise
     finally: their_work.close(); their_side.close()
     return proc, Channel(work), Channel(side)
+
+# %% ../nbs/04c_stub_process.ipynb #e1c1a662
+_starter = (None, None)   # (the pid it belongs to, its queue): a forked copy of the server starts its own thread
+
+def start_process(*args, **kw) -> subprocess.Popen:
+    "`subprocess.Popen(*args, **kw)`, on the one thread that starts the server's children and never ends."
+    global _starter
+    with _starter_lock:
+        if _starter[0] != os.getpid():
+            _starter = (os.getpid(), queue.SimpleQueue())
+            threading.Thread(target=_start_loop, args=(_starter[1],), name='triton_mini:start', daemon=True).start()
+    fut = Future()
+    _starter[1].put((fut, args, kw))
+    return fut.result()
+
+def _start_loop(todo:queue.SimpleQueue):
+    while True:
+        fut, args, kw = todo.get()
+        try: fut.set_result(subprocess.Popen(*args, **kw))
+        except BaseException as e: fut.set_exception(e)
+
+_starter_lock = threading.Lock()
+os.register_at_fork(after_in_child=_starter_lock._at_fork_reinit)
+
 
 # %% ../nbs/04c_stub_process.ipynb #3545e9c7
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
@@ -238,6 +264,7 @@ def _start(self:StubModelInstance):
     self._work_seen, self._order = 0, threading.Condition()   # `work` messages handled; `side` waits for them
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
+    self._watch_exit()
     self._send(('initialize', self.args))
     try: self.pid = self._ready.result(self.start_timeout)
     except BaseException:
@@ -332,6 +359,23 @@ def _died(self:StubModelInstance):
         for r in requests:
             if not r.done and self.decoupled: r.send(InferenceResponse(error=err), True)
         if not fut.done(): fut.set_result(([InferenceResponse(error=err)] * len(requests), None, True))
+
+# %% ../nbs/04c_stub_process.ipynb #0d906538
+@patch
+def _watch_exit(self:StubModelInstance):
+    "Call `_exited` once the stub's process exits: a forked stub's fork server tells, an exec'd stub is waited for."
+    if hasattr(self.proc, 'on_exit'): self.proc.on_exit(self._exited)   # a ForkedStub (the fork server's appendix)
+    else: threading.Thread(target=_wait_then, args=(self.proc, self._exited), name=f'triton_mini:{self.name}:wait', daemon=True).start()
+
+def _wait_then(proc, callback): proc.wait(); callback()
+
+@patch
+def _exited(self:StubModelInstance):
+    "The stub is gone, its ends of the channels perhaps not: read what is left in them, then their end."
+    for ch in (self.work, self.side):
+        try: ch.sock.shutdown(socket.SHUT_RD)
+        except OSError: pass
+
 
 # %% ../nbs/04c_stub_process.ipynb #eba6bfc3
 @patch
@@ -518,12 +562,24 @@ def _finalize(self:Stub):
     finally: self.send(('finalized',))
 
 # %% ../nbs/04c_stub_process.ipynb #d36c0379
-def stub_main(work:int, side:int):
-    "The stub's entry point: serve the server at the other end of the sockets `work` and `side` (fds)."
+def stub_main(work:int, side:int, parent:int|None=None):
+    "The stub's entry point: serve the server at the other end of the sockets `work` and `side` (fds); die with `parent`."
+    if parent is not None: die_with_parent(parent)
     sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
-    Stub(Channel(socket.socket(fileno=work)), Channel(socket.socket(fileno=side))).serve()
+    socks = [socket.socket(fileno=fd) for fd in (work, side)]
+    for s in socks: s.set_inheritable(False)      # close-on-exec: what the model starts (a shell, a program) cannot hold them open
+    Stub(*map(Channel, socks)).serve()
+
+@functools.cache
+def _prctl(): return ctypes.CDLL(None, use_errno=True).prctl
+
+def die_with_parent(parent:int):
+    "Be SIGKILLed when our parent `parent` exits (Linux's PR_SET_PDEATHSIG: set it in the child, first thing)."
+    if sys.platform != 'linux': return                    # elsewhere the end of the channels has to do
+    _prctl()(1, signal.SIGKILL, 0, 0, 0)                  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent: os._exit(1)                # it exited before we asked
 
 # %% ../nbs/04c_stub_process.ipynb #4acde092
 @patch
@@ -761,9 +817,9 @@ def safe_members(tar, archive) -> list:
     return tar.getmembers()
 
 # %% ../nbs/04c_stub_process.ipynb #b19741c0
-import atexit, select, traceback, queue
+import atexit, select, traceback
 
-FORK_SERVER_MAIN = 'from triton_mini.stub_process import fork_server_main; fork_server_main(int(sys.argv[1]))'
+FORK_SERVER_MAIN = 'from triton_mini.stub_process import fork_server_main; fork_server_main(int(sys.argv[1]), int(sys.argv[2]))'
 _FORK_MSG = struct.Struct('<Bii')   # fork server -> server: (0 forked | 1 exited, pid, exit code)
 
 def _recv_exact(sock:socket.socket, n:int) -> bytes:
@@ -773,19 +829,30 @@ def _recv_exact(sock:socket.socket, n:int) -> bytes:
         buf += chunk
     return buf
 
+# %% ../nbs/04c_stub_process.ipynb #5ff13701
+def server_pidfd(pid:int) -> list:
+    "[a pidfd of `pid`, our parent], readable once it has exited; [] where there are none (the socket's end tells)."
+    try: fd = os.pidfd_open(pid)
+    except ProcessLookupError: os._exit(0)                # the server is gone already
+    except (AttributeError, OSError): return []
+    if os.getppid() != pid: os._exit(0)                   # it died before we looked: the pid may be another's now
+    return [fd]
+
 # %% ../nbs/04c_stub_process.ipynb #7d171fc8
-def fork_server_main(fd:int):
+def fork_server_main(fd:int, server:int):
     "The fork server: import what every stub imports once, then fork a stub per request, reap them, report their exits."
     from triton_mini import pb_utils, python_backend, scheduler   # noqa: F401  what a stub imports before its first batch
-    sock = socket.socket(fileno=fd)
+    sock, watch, me = socket.socket(fileno=fd), server_pidfd(server), os.getpid()
+    _prctl()                                           # looked up once, here: not in every stub
     for sig in (signal.SIGINT, signal.SIGTERM): signal.signal(sig, signal.SIG_IGN)   # as a stub: the server decides
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False); os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)                       # SIGCHLD wakes the select below
     signal.signal(signal.SIGCHLD, lambda *a: None)
     while True:
-        try: ready, _, _ = select.select([sock, wake_r], [], [])
+        try: ready, _, _ = select.select([sock, wake_r, *watch], [], [])
         except InterruptedError: continue
+        if watch and watch[0] in ready: os._exit(0)    # the server is gone (its stubs go with us)
         if wake_r in ready: _reap(sock, wake_r)
         if sock in ready:
             try:
@@ -794,7 +861,7 @@ def fork_server_main(fd:int):
                 env, cwd = pickle.loads(_recv_exact(sock, struct.unpack('<I', head + _recv_exact(sock, 4 - len(head)) if len(head) < 4 else head)[0]))
             except (EOFError, OSError): os._exit(0)
             pid = os.fork()
-            if pid == 0: _forked_stub(sock, (wake_r, wake_w), fds, env, cwd)
+            if pid == 0: _forked_stub(sock, (wake_r, wake_w, *watch), fds, env, cwd, me)
             for f in fds: os.close(f)
             sock.sendall(_FORK_MSG.pack(0, pid, 0))
 
@@ -808,12 +875,14 @@ def _reap(sock:socket.socket, wake_r:int):
         if pid == 0: return
         sock.sendall(_FORK_MSG.pack(1, pid, os.waitstatus_to_exitcode(status)))
 
-def _forked_stub(sock:socket.socket, wake:tuple, fds:list, env:dict, cwd:str):
+def _forked_stub(sock:socket.socket, own:tuple, fds:list, env:dict, cwd:str, parent:int):
     "In the child: drop the fork server's ends, take the stub's environment and directory and fresh random state, serve; never return."
     code = 1
     try:
+        die_with_parent(parent)
         signal.set_wakeup_fd(-1); signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sock.close(); os.close(wake[0]); os.close(wake[1])
+        sock.close()
+        for f in own: os.close(f)
         os.environ.clear(); os.environ.update(env); os.chdir(cwd)
         if 'numpy.random' in sys.modules: np.random.seed()
         stub_main(*fds)
@@ -827,7 +896,7 @@ def _forked_stub(sock:socket.socket, wake:tuple, fds:list, env:dict, cwd:str):
 # %% ../nbs/04c_stub_process.ipynb #16ce71fa
 class ForkedStub:
     "`subprocess.Popen`'s poll/wait/kill for a stub the fork server started: the fork server reaps it and reports its exit code."
-    def __init__(self, pid:int): self.pid, self.returncode, self._done = pid, None, threading.Event()
+    def __init__(self, pid:int): self.pid, self.returncode, self._done, self._callbacks = pid, None, threading.Event(), []
     def poll(self): return self.returncode
     def wait(self, timeout=None):
         if not self._done.wait(timeout): raise subprocess.TimeoutExpired(f'stub {self.pid}', timeout)
@@ -836,14 +905,23 @@ class ForkedStub:
         if self.returncode is None:
             try: os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError: pass
-    def _exited(self, code:int): self.returncode = code; self._done.set()
+    def _exited(self, code:int): self.returncode = code; self._done.set(); self._call_back()
+    def on_exit(self, callback):
+        "Call `callback()` once the stub exits (at once if it has), on the fork server's reader: it must not block."
+        self._callbacks.append(callback)
+        if self._done.is_set(): self._call_back()
+    def _call_back(self):
+        while True:
+            try: f = self._callbacks.pop()   # atomic: each callback runs once, whichever thread gets it
+            except IndexError: return
+            f()
 
 class ForkServer:
     "A running fork server, started with `env`: `spawn()` starts a stub without starting Python."
     def __init__(self, env:dict):
         self.sock, theirs = socket.socketpair()
-        try: self.proc = subprocess.Popen([sys.executable, '-c', 'import sys; ' + FORK_SERVER_MAIN, str(theirs.fileno())],
-                                          pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        argv = [sys.executable, '-c', 'import sys; ' + FORK_SERVER_MAIN, str(theirs.fileno()), str(os.getpid())]
+        try: self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         finally: theirs.close()
         self.lock, self.children, self.forked, self.alive = threading.Lock(), {}, queue.Queue(), True
         threading.Thread(target=self._read, name='triton_mini:fork_server', daemon=True).start()
