@@ -7,6 +7,17 @@
   (for a module-scoped fixture: one server start shared by the module's tests).
 - The folders of tests/models are used by name through `triton_servers.copy_models` / `model_path`.
 - A test that fails while a server process runs gets the tail of that server's log in its report.
+
+Judges a test can be skipped for want of, and how CI insists on them:
+- `oracle` (the real Triton 2.51: tools/real_triton.py installs it from PyPI), `examples` (Triton's example client
+  programs, tests/test_triton_examples.py), `qa` (Triton's QA corpus, ../shared/triton-qa or $TRITON_QA_DIR), `browser`
+  (chromium and chromedriver, tests/test_docs_site.py). Without one, its tests skip and the closing summary counts them.
+- `TRITON_MINI_REQUIRE=oracle,qa,browser` (comma-separated; `all` for every judge) turns each of those skips into a
+  failure with the same reason: .ci/run sets it for the judges it provides, so a judge that went missing there makes
+  CI red instead of quietly skipping. Every skip for want of a judge goes through `triton_servers.skip_or_fail`.
+- A test that starts the real Triton must carry the `oracle` marker (`pytest -m 'not oracle'` is the run without
+  it): every way to the oracle (`RealTriton`, the `real_triton` and `oracle` fixtures, `oracle_or_skip()`,
+  `oracle_available()`) fails a running test that lacks it. `CURRENT_TEST` below tells them which test is running.
 """
 import sys, time
 from pathlib import Path
@@ -25,8 +36,23 @@ def _server_work_root(tmp_path_factory):
     ts.WORK_ROOT = None
 
 
-@pytest.fixture(scope='session')
+def pytest_configure(config):
+    "A misspelt $TRITON_MINI_REQUIRE would require nothing: refuse it before any test runs."
+    try: ts.required_judges()
+    except ValueError as e: raise pytest.UsageError(str(e)) from None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    "The running test, for the oracle's marker check: its fixtures' setup (module-scoped ones too), call and teardown."
+    ts.CURRENT_TEST = item
+    try: yield
+    finally: ts.CURRENT_TEST = None
+
+
+@pytest.fixture
 def oracle() -> str:
+    "The oracle's path (per test, not per session: each test that asks for it is checked for the `oracle` marker)."
     ts.oracle_or_skip()
     return ts.ORACLE
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(__file__).resolve().parent / 'artifacts'
 sys.path.insert(0, str(ROOT / 'tools'))
 import build_docs  # noqa: E402
+from triton_servers import skip_or_fail  # noqa: E402   (conftest put tests/ on the path)
 
 # ---------------------------------------------------------------------------------------------------------
 # The fixture notebooks
@@ -158,7 +159,7 @@ def browser(tmp_path_factory):
     chromium = next(filter(None, map(shutil.which, ('chromium', 'chromium-browser', 'google-chrome'))), None)
     chromedriver = shutil.which('chromedriver')
     if not (chromium and chromedriver):
-        pytest.skip('needs the chromium and chromedriver binaries (Debian: apt-get install chromium chromium-driver)')
+        skip_or_fail('browser', 'needs the chromium and chromedriver binaries (Debian: apt-get install chromium chromium-driver)')
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()

@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from triton_servers import ORACLE, oracle_missing, MiniProcess, RealTriton, copy_models, free_port, wait_until  # noqa: E402
+from triton_servers import ORACLE, oracle_available, oracle_or_skip, MiniProcess, RealTriton, copy_models, free_port, wait_until  # noqa: E402
 
 T = pb.ModelInferRequest.InferInputTensor
 PARAMS_PY = '''
@@ -55,7 +55,7 @@ class Mini(MiniProcess):
 def both(repo, *flags):
     "Yield (name, server) for triton_mini and, when present, the real Triton, with the same repo and flags."
     servers = [('mini', lambda: Mini(repo, *flags))]
-    if not oracle_missing(): servers.append(('triton', lambda: RealTriton(repo, *flags)))
+    if oracle_available(): servers.append(('triton', lambda: RealTriton(repo, *flags)))
     for name, start in servers:
         s = start()
         try: yield name, s
@@ -109,22 +109,31 @@ def test_restricted_protocols_as_triton(repo):
     if 'triton' in tables: assert mini == tables['triton']
 
 
-@pytest.mark.parametrize('value, reason', [
+SYNTAX_ERRORS = [
     ('health,metadata,admin-key=secret', "--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got health,metadata,admin-key=secret"),
     ('health:k', "--grpc-restricted-protocol option format is '<config name>:<setting>=<value>'. Got health:k"),
     ('foo:k=v', "unknown restricted protocol 'foo' "),
-    ('health,,metadata:k=v', "unknown restricted protocol '' ")])
+    ('health,,metadata:k=v', "unknown restricted protocol '' ")]
+
+
+@pytest.mark.parametrize('value, reason', SYNTAX_ERRORS)
 def test_restricted_protocol_syntax_errors(repo, value, reason):
     p = subprocess.run([sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f'--grpc-restricted-protocol={value}'],
                        capture_output=True, text=True, timeout=60)
     assert (p.returncode, p.stderr.splitlines()[-2:]) == (1, ['Bad option: "--grpc-restricted-protocol".', reason])
     assert 'loaded' not in p.stderr                                  # refused before any model loads
-    if not oracle_missing():
-        t = subprocess.run([ORACLE, f'--model-repository={repo}', f'--grpc-restricted-protocol={value}'], capture_output=True, text=True,
-                           timeout=120, cwd=repo.parent)
-        lines = (t.stdout + t.stderr).splitlines()
-        i = lines.index('Bad option: "--grpc-restricted-protocol".')
-        assert (t.returncode, lines[i:i + 2]) == (1, ['Bad option: "--grpc-restricted-protocol".', reason])
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('value, reason', SYNTAX_ERRORS)
+def test_restricted_protocol_syntax_errors_as_triton(repo, value, reason):
+    "The reasons above are Triton's: the real tritonserver prints the same two lines and exits 1."
+    oracle_or_skip()
+    t = subprocess.run([ORACLE, f'--model-repository={repo}', f'--grpc-restricted-protocol={value}'], capture_output=True, text=True,
+                       timeout=120, cwd=repo.parent)
+    lines = (t.stdout + t.stderr).splitlines()
+    i = lines.index('Bad option: "--grpc-restricted-protocol".')
+    assert (t.returncode, lines[i:i + 2]) == (1, ['Bad option: "--grpc-restricted-protocol".', reason])
 
 
 def test_a_group_in_two_flags_is_refused(repo):

@@ -1,6 +1,6 @@
 """The test machinery itself (tests/triton_servers.py, tests/conftest.py): if one of these breaks, other tests fail
 for reasons that have nothing to do with triton_mini (a busy port, a stray Triton stub, a model folder not found)."""
-import os, socket
+import os, shutil, socket, subprocess, sys
 
 import pytest
 
@@ -66,7 +66,7 @@ def test_real_triton_runs_outside_the_checkout_and_its_group_is_gone_after_stop(
     assert ts.http(triton.http_port, 'GET', '/v2/models/add_sub/ready')[0] == 200   # its Python stub runs
     group = os.getpgid(triton.proc.pid)
     assert group == triton.proc.pid                                                 # a session of its own
-    assert triton.stop() is not None
+    assert triton.stop() == 0                                                       # SIGTERM: a clean exit, not a crash
     with pytest.raises(ProcessLookupError): os.killpg(group, 0)                    # stubs included
 
 
@@ -77,3 +77,66 @@ def test_a_launcher_stops_what_it_started(tmp_path):
     launcher.close()
     assert process.proc.poll() is not None and inproc.server is None
     with pytest.raises(ProcessLookupError): os.killpg(process.proc.pid, 0)
+
+
+# ------------------------------------------------------------------------------------------------- judges and the oracle marker
+
+META = """
+import pytest, triton_servers as ts
+
+def test_unmarked_asks_for_the_oracle(oracle): pass
+
+def test_unmarked_starts_the_real_triton(tmp_path, real_triton): real_triton(tmp_path)
+
+@pytest.fixture(scope='module')
+def shared(tmp_path_factory): return ts.RealTriton(tmp_path_factory.mktemp('m'))
+
+def test_unmarked_through_a_module_fixture(shared): pass
+
+def test_unmarked_compares_when_present(): ts.oracle_available()
+
+@pytest.mark.oracle
+def test_marked(oracle): pass
+
+def test_wants_the_qa_corpus(): ts.skip_or_fail('qa', 'no corpus here')
+
+def test_no_judge(): pass
+"""
+
+
+def run_meta(tmp_path, require:str) -> dict:
+    "This folder's conftest and machinery around META in a pytest subprocess, the oracle absent: {test name: outcome}."
+    for f in ('conftest.py', 'triton_servers.py'): shutil.copy(ts.TESTS / f, tmp_path / f)
+    (tmp_path / 'test_meta.py').write_text(META)
+    env = {**os.environ, 'TRITON_ORACLE': str(tmp_path / 'no-such-oracle'), ts.REQUIRE: require}
+    r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-rA', '-p', 'no:cacheprovider', '-p', 'no:xdist', str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    out = {}
+    for line in r.stdout.splitlines():
+        word, _, rest = line.partition(' test_meta.py::')
+        if word in ('PASSED', 'FAILED', 'SKIPPED', 'ERROR'): out[rest.split(' ')[0]] = word
+        elif line.startswith('SKIPPED ['): out.setdefault('skipped', []).append(line)   # `SKIPPED [1] file:line: reason`
+    return out, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('require', ['', 'oracle,qa'])
+def test_unmarked_oracle_use_fails_and_required_judges_fail_instead_of_skipping(tmp_path, require):
+    out, text = run_meta(tmp_path, require)
+    unmarked = {'asks_for_the_oracle': 'ERROR', 'starts_the_real_triton': 'FAILED', 'through_a_module_fixture': 'ERROR',
+                'compares_when_present': 'FAILED'}   # ERROR: in a fixture's setup
+    assert {name: out.get(f'test_unmarked_{name}') for name in unmarked} == unmarked and out.get('test_no_judge') == 'PASSED', text
+    assert text.count('has no `oracle` marker') >= 4, text
+    if require:
+        assert (out.get('test_marked'), out.get('test_wants_the_qa_corpus')) == ('ERROR', 'FAILED'), text
+        assert 'real Triton 2.51 unavailable' in text and 'no corpus here (TRITON_MINI_REQUIRE names qa)' in text, text
+    else:
+        assert len(out.get('skipped', [])) == 2 and 'no corpus here' in text and 'real Triton 2.51 unavailable' in text, text
+
+
+def test_an_unknown_required_judge_is_a_usage_error(tmp_path):
+    (tmp_path / 'test_x.py').write_text('def test_x(): pass\n')
+    for f in ('conftest.py', 'triton_servers.py'): shutil.copy(ts.TESTS / f, tmp_path / f)
+    r = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, ts.REQUIRE: 'oracle,browsr'})
+    assert r.returncode == 4 and "unknown judge(s) ['browsr']" in r.stderr, (r.returncode, r.stdout, r.stderr)

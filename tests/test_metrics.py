@@ -73,9 +73,9 @@ def test_every_loaded_version_has_every_family(server):
 
 def test_counting_rules(server):
     "Spec §1.2: error responses count as success, exceptions as BACKEND failures, invalid requests nowhere."
-    for mode in (0, 1, 2): 
-        try: server.infer('errmodel', {'MODE': np.array([mode], np.int32)})
-        except TritonError: pass
+    assert server.infer('errmodel', {'MODE': np.array([0], np.int32)})['OUT'].tolist() == [0]           # a response
+    with pytest.raises(TritonError, match='boom'): server.infer('errmodel', {'MODE': np.array([1], np.int32)})    # execute raised
+    with pytest.raises(TritonError, match='custom'): server.infer('errmodel', {'MODE': np.array([2], np.int32)})  # an error response
     with pytest.raises(TritonError): server.infer('errmodel', {'MODE': np.array([0.5], np.float32)})   # wrong dtype
     x = np.ones((2, 4), np.float32)
     server.infer('add_sub', {'INPUT0': x, 'INPUT1': x})

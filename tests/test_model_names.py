@@ -132,10 +132,16 @@ def test_model_name_empty_load(client, name):
     assert load_error(client, name) == ('StatusCode.INVALID_ARGUMENT', EMPTY)
 
 
-def test_model_name_invalid_unload(client):
+def test_model_name_invalid_unload(client, env):
     "Triton does not check names on unload: an unknown name unloads nothing, successfully."
+    index = lambda: sorted((m.name, m.version, m.state) for m in client.get_model_repository_index().models)
+    before, target = index(), sorted(p.name for p in env['target'].rglob('*'))
+    assert ('identity_bytes', '1', 'READY') in before and ('bls_loader', '1', 'READY') in before
     for name in INVALID_TRAVERSAL_NAMES + ALSO_REFUSED:
-        client.unload_model(name)
+        client.unload_model(name)                                      # raises on an error status: it succeeds
+    assert index() == before                                           # nothing unloaded, nothing listed anew
+    assert client.is_model_ready('identity_bytes') and client.is_model_ready('bls_loader')
+    assert sorted(p.name for p in env['target'].rglob('*')) == target  # and nothing written outside the repository
 
 
 @pytest.mark.parametrize('name', VALID_MODEL_NAMES)

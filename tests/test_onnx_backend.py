@@ -96,7 +96,7 @@ def test_a_batch_of_requests_is_one_run_and_each_gets_its_own_rows(add_sub_insta
     try: responses = add_sub_instance.execute([request('add_sub', INPUT0=x, INPUT1=y) for x, y in zip(xs, ys)])
     finally: del add_sub_instance._run
     assert calls == [(sum(sizes), width)]
-    for x, y, r in zip(xs, ys, responses):
+    for x, y, r in zip(xs, ys, responses, strict=True):
         assert r.error is None
         np.testing.assert_array_equal(r['OUTPUT0'], x + y)
         np.testing.assert_array_equal(r['OUTPUT1'], x - y)
@@ -159,7 +159,7 @@ def test_strings_round_trip_as_bytes_and_batch(tmp_path):
     inst = load(write_model(tmp_path, 'twice', None, strings_model))
     words = [np.array([['héllo'.encode(), b'']], dtype=object), np.array([[b'a', b'b'], [b'c', b'd']], dtype=object)]
     out = inst.execute([InferenceRequest('twice', {'TEXT': w}) for w in words])
-    for w, r in zip(words, out):
+    for w, r in zip(words, out, strict=True):
         assert r['TWICE'].dtype == object and r['TWICE'].tolist() == np.concatenate([w, w], axis=1).tolist()
 
 def test_non_utf8_string_fails_only_its_request(tmp_path):

@@ -1,6 +1,6 @@
 """The OpenAI-compatible front end (issue 15, stage 1), driven by the official `openai` SDK: models, completions,
 chat completions (streamed: the tokens arrive spread over time), OpenAI-shaped errors, cancellation on disconnect."""
-import os, time
+import json, os, time
 from pathlib import Path
 
 import pytest
@@ -8,7 +8,7 @@ import pytest
 openai = pytest.importorskip('openai', reason='the openai SDK (a dev dependency) is not installed')
 
 WORDS = '''
-import os, time
+import json, os, time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -190,3 +190,111 @@ dynamic_batching { default_queue_policy { max_queue_size: 1 } }''')
             for t in threads: t.start(); time.sleep(0.1)
             for t in threads: t.join(30)
     assert (503, 'queue_full') in results and sum(isinstance(r, str) for r in results) == 2, results
+
+
+# ------------------------------------------------------------------------------------------------- bad values (issue 40, M4 and L5)
+
+BASE = {'/v1/chat/completions': {'model': 'words', 'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 2},
+        '/v1/completions': {'model': 'words', 'prompt': 'hi', 'max_tokens': 2}}
+NAN, INF = float('nan'), float('inf')
+BAD_EITHER = {   # field -> values both endpoints refuse (JSON's NaN and Infinity, numbers past any float, booleans)
+    'max_tokens': [2**31, 0, -1, 1.5, True, '5', NAN, INF, 10**400],
+    'max_completion_tokens': [2**31, 0, NAN, False],
+    'n': [0, 2, 1.5, True, 10**400, NAN],
+    'temperature': [NAN, INF, -INF, -0.1, 2.5, True, '1', 1e400],
+    'top_p': [NAN, 1.5, -0.1, False],
+    'frequency_penalty': [NAN, 3, -2.01, True],
+    'presence_penalty': [INF, -2.5, '0'],
+    'seed': [2**63, -2**63 - 1, 1.5, True, NAN],
+    'stop': [5, [1], ['a'] * 5, {'x': 1}],
+    'stream': ['yes', 1, 0],
+    'stream_options': ['x', {'include_usage': 'yes'}],
+    'logit_bias': [[], {'x': 1}, {'1': 101}, {'1': NAN}, {'1': True}],
+    'user': [5],
+}
+BAD_CHAT = {'logprobs': [1, 'true'], 'top_logprobs': [21, -1, NAN, True]}
+BAD_COMPLETIONS = {'logprobs': [6, -1, True, NAN], 'best_of': [0, 21, True], 'echo': [1, 'yes'], 'suffix': [3]}
+CASES = [(path, field, value) for path in BASE for field, values in
+         [*BAD_EITHER.items(), *(BAD_CHAT if 'chat' in path else BAD_COMPLETIONS).items()] for value in values]
+
+
+@pytest.fixture(scope='module')
+def served(launch_module, tmp_path_factory):
+    "`triton-mini --openai-port` as a process: its log is what an operator reads (no traceback for a client's mistake)."
+    import triton_servers as ts
+    repo = tmp_path_factory.mktemp('openai-bad')
+    write(repo, 'words', WORDS, '''backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "text_input" data_type: TYPE_STRING dims: [1] }, { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true }]
+output [{ name: "text_output" data_type: TYPE_STRING dims: [1] }]''')
+    write(repo, 'seeded', WORDS,   # declares seed an INT32 input (and ignores it)
+          '''backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "text_input" data_type: TYPE_STRING dims: [1] }, { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true },
+       { name: "seed" data_type: TYPE_INT32 dims: [1] optional: true }]
+output [{ name: "text_output" data_type: TYPE_STRING dims: [1] }]''')
+    write(repo, 'echo', ECHO, '''backend: "python"
+input [{ name: "prompt" data_type: TYPE_STRING dims: [1] }]
+output [{ name: "generated_text" data_type: TYPE_STRING dims: [1] }, { name: "completion_tokens" data_type: TYPE_INT32 dims: [1] }]''')
+    port = ts.free_port()
+    server = launch_module.mini_process(repo, f'--openai-port={port}', grpc=False, metrics=False)
+    def up():
+        try: return ts.http(port, 'GET', '/v1/models', timeout=5)[0] == 200
+        except OSError: return False
+    ts.wait_until(up, 60, 'the OpenAI port')
+    return server, port
+
+
+def post(port, path, body):
+    import triton_servers as ts
+    status, _, text = ts.http(port, 'POST', path, body if isinstance(body, bytes) else json.dumps(body).encode(),
+                              headers={'Content-Type': 'application/json'})
+    return status, json.loads(text)
+
+
+def refused(doc, param) -> bool:
+    "OpenAI's error shape, as the front end's other 400s answer: the field named in `param` and in the message."
+    e = doc.get('error', {})
+    return (set(e) == {'message', 'type', 'param', 'code'} and e['type'] == 'invalid_request_error'
+            and e['param'] == param and e['code'] is None and f"'{param}'" in e['message'])
+
+
+@pytest.mark.parametrize('path, field, value', CASES, ids=[f"{'chat' if 'chat' in p else 'completions'}-{f}-{json.dumps(v)[:20]}" for p, f, v in CASES])
+def test_a_bad_value_is_a_400_naming_its_field(served, path, field, value):
+    server, port = served
+    status, doc = post(port, path, {**BASE[path], field: value})
+    assert status == 400 and refused(doc, field), doc
+    assert 'Traceback' not in server.log()
+
+
+def test_a_value_past_the_models_declared_datatype_is_a_400(served):
+    "`seed` is bounded by 64 bits; a model that declares it INT32 takes less, and the front end says so."
+    server, port = served
+    status, doc = post(port, '/v1/completions', {'model': 'seeded', 'prompt': 'hi', 'max_tokens': 2, 'seed': 2**40})
+    assert status == 400 and refused(doc, 'seed') and 'INT32' in doc['error']['message'], doc
+    status, doc = post(port, '/v1/completions', {'model': 'seeded', 'prompt': 'hi', 'max_tokens': 2, 'seed': 2**31 - 1})
+    assert status == 200 and doc['choices'][0]['text'] == 'w0 w1 ', doc
+    assert 'Traceback' not in server.log()
+
+
+def test_unparsable_bodies_are_a_400(served):
+    server, port = served
+    for body in (b'[' * 100_000, b'{"model": ', b'\xff', b'[1, 2]'):
+        status, doc = post(port, '/v1/completions', body)
+        assert status == 400 and doc['error']['type'] == 'invalid_request_error' and doc['error']['param'] is None, (body[:10], doc)
+    assert 'Traceback' not in server.log()
+
+
+def test_the_bounds_themselves_are_accepted(served):
+    "The ends of every documented range are valid: the checks refuse what is out of range, not what is at its edge."
+    server, port = served
+    edges = {'temperature': 2, 'top_p': 0, 'frequency_penalty': -2, 'presence_penalty': 2, 'seed': 2**63 - 1, 'n': 1,
+             'max_completion_tokens': 3, 'stop': ['x', 'y', 'z', 'w'], 'stream': False, 'stream_options': None,
+             'logit_bias': {'50256': -100}, 'user': 'u'}
+    status, doc = post(port, '/v1/chat/completions', {**BASE['/v1/chat/completions'], **edges, 'logprobs': False, 'top_logprobs': 20})
+    assert status == 200 and doc['choices'][0]['message']['content'] == 'w0 w1 w2 ', doc   # max_completion_tokens wins
+    # echo declares no max_tokens or seed input: the largest values go to it as request parameters (64-bit in Triton)
+    status, doc = post(port, '/v1/completions', {**BASE['/v1/completions'], **edges, 'model': 'echo', 'max_tokens': 2**31 - 1,
+                                                 'max_completion_tokens': None, 'logprobs': 0, 'best_of': 1, 'echo': False})
+    assert status == 200 and doc['choices'][0]['text'] == 'HI', doc
+    assert 'Traceback' not in server.log()

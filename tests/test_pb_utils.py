@@ -329,7 +329,7 @@ def mini_results(probe_repo): return results_in(probe_repo, 'thread')
 def test_probe_in_a_stub_process_matches_thread_mode(probe_repo, mini_results):
     "Every check gives the same answer when the model runs in a stub process (`--python-backend-mode=process`)."
     stub = results_in(probe_repo, 'process')
-    for mine, theirs in zip(mini_results, stub):
+    for mine, theirs in zip(mini_results, stub, strict=True):
         assert {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]} == {}
 
 
@@ -380,7 +380,7 @@ def test_probe_matches_real_triton(probe_repo, mini_results):
         return normalize(json.loads(json.loads(text)['outputs'][0]['data'][0]))[name]
     try: results = [{name: run(name, code) for name, code in checks.items()} for checks in (CHECKS, NEEDS_A_REQUEST)]
     finally: real[0].stop()
-    for mine, theirs in zip(mini_results, results):
+    for mine, theirs in zip(mini_results, results, strict=True):
         differ = {k: {'mini': mine[k], 'real': theirs[k]} for k in theirs if mine[k] != theirs[k] and k not in KNOWN}
         assert differ == {}
 

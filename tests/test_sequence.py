@@ -56,6 +56,7 @@ INTERLEAVED = [(1, 10, True, False), (2, 20, True, False), (1, 11, False, False)
                (4, 40, True, False), (3, 32, False, True), (4, 41, False, True)]
 
 
+@pytest.mark.oracle
 def test_seq_controls_interleaved_match_triton(mini, triton):
     "direct: controls per request, CORRID as UINT64, flags()/correlation_id(), the batch with its READY=0 fillers."
     ours, theirs = run(mini.http_port, 'seq_controls', INTERLEAVED), run(triton.http_port, 'seq_controls', INTERLEAVED)
@@ -64,12 +65,14 @@ def test_seq_controls_interleaved_match_triton(mini, triton):
     assert theirs[2][1]['BATCH_READY'] == [1]        # ... and none after the highest ready slot
 
 
+@pytest.mark.oracle
 def test_seq_oldest_interleaved_match_triton(mini, triton):
     "oldest: no fillers, one request per sequence per batch, CORRID as INT64."
     ours, theirs = run(mini.http_port, 'seq_oldest', INTERLEAVED), run(triton.http_port, 'seq_oldest', INTERLEAVED)
     assert ours == theirs
 
 
+@pytest.mark.oracle
 def test_implicit_state_matches_triton(mini, triton):
     "Triton 2.51's Python backend does not update implicit state: every request sees the initial state (zeros)."
     steps = [(7, 1, True, False), (8, 100, True, False), (7, 2, False, False), (8, 200, False, False),
@@ -80,6 +83,7 @@ def test_implicit_state_matches_triton(mini, triton):
     assert all('SUM_OUT' not in r[1] for r in ours)    # an undeclared state output is dropped
 
 
+@pytest.mark.oracle
 def test_string_ids_match_triton(mini, triton):
     steps = [('abc', 1, True, False), ('xyz', 10, True, False), ('abc', 2, False, False), ('xyz', 20, False, True),
              ('abc', 3, False, True)]
@@ -95,6 +99,7 @@ ERRORS = [('no id', 'seq_controls', (None, 1, True, False)), ('id 0', 'seq_contr
           ('string id never started', 'seq_string', ('nope', 1, False, False))]
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize('what,model,step', ERRORS, ids=[e[0] for e in ERRORS])
 def test_errors_match_triton(mini, triton, what, model, step):
     ours, theirs = infer(mini.http_port, model, *step), infer(triton.http_port, model, *step)
@@ -111,6 +116,7 @@ def test_idle_sequence_is_released_as_triton_does(mini, triton):
     assert ours == theirs
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize('model', ['seq_controls', 'seq_oldest', 'seq_state', 'seq_string'])
 def test_config_sequence_batching_matches_triton(mini, triton, model):
     "GET /v2/models/X/config: the autofilled sequence_batching block, byte for byte."
@@ -118,6 +124,7 @@ def test_config_sequence_batching_matches_triton(mini, triton, model):
     assert block(mini.http_port) == block(triton.http_port)
 
 
+@pytest.mark.oracle
 def test_statistics_count_sequence_requests_like_triton(mini, triton, repo):
     "After the same traffic on a fresh model: inference and execution counts (fillers are executions, not inferences)."
     counts = {}

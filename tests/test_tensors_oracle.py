@@ -121,7 +121,7 @@ def test_fp32_values_from_binary_print_like_triton(server, values):
     status, header, _, _ = infer(server, *binary_input('FP32', to_binary(a, 'FP32'), [len(a)], binary_output=False))
     assert status == 200, header
     ours = json.loads(json_dumps(to_json_data(a, 'FP32')))
-    assert all(same_values(o, t) for o, t in zip(ours, header['outputs'][0]['data']))
+    assert all(same_values(o, t) for o, t in zip(ours, header['outputs'][0]['data'], strict=True))
 
 def test_nan_and_non_utf8_text_is_byte_identical(server):
     for wire, a in [('FP32', np.array([np.nan, np.inf, -np.inf], np.float32)),

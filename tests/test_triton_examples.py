@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_servers import MiniProcess, RealTriton, copy_models, http, model_path, oracle_or_skip
+from triton_servers import MiniProcess, RealTriton, copy_models, http, model_path, oracle_or_skip, skip_or_fail
 
 HERE = Path(__file__).parent
 STANDINS = model_path('triton_examples')
@@ -133,7 +133,7 @@ def sources(tmp_path_factory) -> dict:
 
 def _need(sources, source:str) -> Path:
     if sources[source] is None:
-        pytest.skip(f'Triton {source} examples not found: set $TRITON_{"CLIENT" if source == "client" else "PYTHON_BACKEND"}_EXAMPLES '
+        skip_or_fail('examples', f'Triton {source} examples not found: set $TRITON_{"CLIENT" if source == "client" else "PYTHON_BACKEND"}_EXAMPLES '
                     f'or fetch github:triton-inference-server/{"client" if source == "client" else "python_backend"} into {MIRRORS}')
     return sources[source]
 

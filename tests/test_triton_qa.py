@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import triton_qa as qa
-from triton_servers import oracle_or_skip
+from triton_servers import oracle_or_skip, skip_or_fail
 
 CASES = qa.cases() if qa.available() else []
 KNOWN_FAILURES_FILE = Path(__file__).parent / 'triton_qa_known_failures.txt'
@@ -44,13 +44,19 @@ KNOWN = known_failures()
 
 
 def params(kind:str) -> list:
-    if not CASES: return [pytest.param(None, id='corpus-absent', marks=pytest.mark.skip(reason=NO_CORPUS))]
+    if not CASES: return [pytest.param(None, id='corpus-absent')]   # skipped (or failed) by the `corpus` fixture
     marks = lambda c: [pytest.mark.xfail(strict=True, reason=KNOWN[c.id])] if kind == 'mini' and c.id in KNOWN else []
     return [pytest.param(c, id=c.id, marks=marks(c)) for c in CASES]
 
 
 @pytest.fixture(scope='module')
-def verdicts(request):
+def corpus():
+    "The one place this module skips for want of the corpus (or fails: `TRITON_MINI_REQUIRE=qa`, as CI sets it)."
+    if not CASES: skip_or_fail('qa', NO_CORPUS)
+
+
+@pytest.fixture(scope='module')
+def verdicts(request, corpus):
     "{kind: {case id: (passed, detail)}}: a server kind's selected cases all run on first use, several servers at a time."
     cache = {}
     def get(kind:str, case) -> tuple:
@@ -80,14 +86,14 @@ def test_triton_passes_triton_qa(case, verdicts):
     assert ok, f'{case.id}: {detail}'
 
 
-@pytest.mark.skipif(not CASES, reason=NO_CORPUS)
+@pytest.mark.usefixtures('corpus')
 def test_known_failures_name_cases_with_causes():
     ids = {c.id for c in CASES}
     assert not set(KNOWN) - ids, f'not a case: {sorted(set(KNOWN) - ids)}'
     assert all(KNOWN.values()), [cid for cid, cause in KNOWN.items() if not cause]
 
 
-@pytest.mark.skipif(not CASES, reason=NO_CORPUS)
+@pytest.mark.usefixtures('corpus')
 def test_docstring_states_the_figure():
     m = re.search(r'(\d+) of (\d+) cases pass on triton-mini; real Triton 2.51 passes (\d+) of (\d+)', ' '.join(__doc__.split()))
     assert m, 'the docstring lost its figure'
@@ -117,7 +123,7 @@ def test_gpu_recorded_expectation_becomes_cpu():
     assert text_format.MessageToString(qa.cpu_expected(cfg)) == 'name: "m"\ninstance_group {\n  name: "m"\n  count: 1\n  kind: KIND_CPU\n}\n'
 
 
-@pytest.mark.skipif(not CASES, reason=NO_CORPUS)
+@pytest.mark.usefixtures('corpus')
 def test_staging_follows_test_sh(tmp_path):
     by_id = {c.id: c for c in CASES}
     qa.stage(by_id['noautofill_platform/strict/invalid_cpu'], tmp_path)          # platform replaced, a version folder

@@ -3,9 +3,12 @@ ways to run a server, the tree of test models, and small HTTP helpers.
 
 - `free_port()`: a port nobody listens on. Another process can take it before our server binds it, so every
   process launcher retries with fresh ports when its server reports an address in use.
-- `ORACLE` / `oracle_missing()` / `oracle_or_skip()`: the real Triton 2.51 (`$TRITON_ORACLE`, else the project's
-  launcher `tools/real_triton.py`, which installs PyPI's nvidia-pytriton into a cached venv on first use) and the one
-  reason a test skips without it.
+- `ORACLE` / `oracle_missing()` / `oracle_or_skip()` / `oracle_available()`: the real Triton 2.51 (`$TRITON_ORACLE`,
+  else the project's launcher `tools/real_triton.py`, which installs PyPI's nvidia-pytriton into a cached venv on first
+  use) and the one reason a test skips without it. Every way to the oracle checks that the running test carries the
+  `oracle` marker (`oracle_marked()`; conftest sets `CURRENT_TEST`).
+- `skip_or_fail(judge, reason)`: the one place a test skips for want of a judge (the oracle, Triton's examples, its
+  QA corpus, a browser); it fails instead when `$TRITON_MINI_REQUIRE` names the judge (conftest's docstring).
 - `MiniTriton`: triton_mini in this process, its front ends on sockets bound to port 0 (no race; the fastest start).
 - `MiniProcess`: the `triton-mini` command (`python -m triton_mini`) in a subprocess, as a user runs it.
 - `RealTriton`: the real tritonserver in a subprocess. Its working directory is outside the checkout (else its
@@ -49,8 +52,57 @@ def oracle_missing() -> str | None:
 
 
 def oracle_or_skip():
-    "Skip the calling test (or fixture) when the real Triton is absent: the one reason every oracle test gives."
-    if reason := oracle_missing(): pytest.skip(reason)
+    """Skip the calling test (or fixture) when the real Triton is absent: the one reason every oracle test gives (a
+    failure instead when $TRITON_MINI_REQUIRE names the oracle). The test must carry the `oracle` marker."""
+    oracle_marked()
+    if reason := oracle_missing(): skip_or_fail('oracle', reason)
+
+
+def oracle_available() -> bool:
+    """For a test that compares with the real Triton when it is there and checks triton_mini alone otherwise: whether
+    it is. Such a test starts the real Triton, so it must carry the `oracle` marker too; and where
+    $TRITON_MINI_REQUIRE names the oracle, its absence fails the test instead of quietly leaving out the comparison."""
+    oracle_marked()
+    reason = oracle_missing()
+    if reason and required('oracle'): pytest.fail(f'{reason} ({REQUIRE} names oracle)', pytrace=False)
+    return reason is None
+
+
+CURRENT_TEST = None   # the pytest item running now (conftest sets it around each test's setup, call and teardown); None in scripts
+
+
+def oracle_marked():
+    """Fail the running test when it lacks the `oracle` marker: `-m 'not oracle'` is the run without the real Triton,
+    and a test that starts it unmarked (through a fixture, say) would still start it there."""
+    item = CURRENT_TEST
+    if item is not None and item.get_closest_marker('oracle') is None:
+        pytest.fail(f'{item.nodeid} starts the real Triton but has no `oracle` marker: add @pytest.mark.oracle '
+                    "(`pytest -m 'not oracle'` must start no real Triton)", pytrace=False)
+
+
+# ------------------------------------------------------------------------------------------------- required judges
+
+REQUIRE = 'TRITON_MINI_REQUIRE'
+JUDGES = ('oracle', 'examples', 'qa', 'browser')   # what a test can be skipped for want of, and CI can insist on
+
+
+def required_judges() -> set:
+    "The judges $TRITON_MINI_REQUIRE names (comma-separated; 'all' for every one); a name not in JUDGES is an error."
+    names = {n.strip() for n in os.environ.get(REQUIRE, '').split(',') if n.strip()}
+    if 'all' in names: names = (names - {'all'}) | set(JUDGES)
+    if unknown := names - set(JUDGES): raise ValueError(f'{REQUIRE}: unknown judge(s) {sorted(unknown)}; known: {", ".join(JUDGES)}')
+    return names
+
+
+def required(judge:str) -> bool: return judge in required_judges()
+
+
+def skip_or_fail(judge:str, reason:str):
+    """Skip the calling test for want of `judge`, with `reason`; or fail it with the same reason when
+    $TRITON_MINI_REQUIRE names that judge (CI, which provides it: its absence there is a broken run, not a skip)."""
+    assert judge in JUDGES, judge
+    if required(judge): pytest.fail(f'{reason} ({REQUIRE} names {judge})', pytrace=False)
+    pytest.skip(reason)
 
 
 # ------------------------------------------------------------------------------------------------- ports

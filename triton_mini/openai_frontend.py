@@ -4,7 +4,7 @@
 
 # %% ../nbs/08b_openai.ipynb #c9cbd277
 from __future__ import annotations
-import asyncio, functools, itertools, json, logging, struct, time
+import asyncio, functools, itertools, json, logging, math, reprlib, struct, time
 from pathlib import Path
 from dataclasses import dataclass, field
 import numpy as np
@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'PROMPT_INPUTS', 'TEXT_OUTPUTS', 'SAMPLING', 'gguf_metadata_string', 'gguf_chat_template', 'TextModel',
-           'text_model', 'OpenAIError', 'from_triton', 'sampling', 'triton_request', 'chatml', 'check_messages',
-           'chat_prompt', 'compiled_template', 'render_template', 'Generation', 'submit_text', 'OpenAIFrontend']
+           'text_model', 'OpenAIError', 'from_triton', 'sampling', 'check_options', 'triton_request', 'chatml',
+           'check_messages', 'chat_prompt', 'compiled_template', 'render_template', 'Generation', 'submit_text',
+           'OpenAIFrontend']
 
 # %% ../nbs/08b_openai.ipynb #9415577d
 _GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # value type -> bytes (8: string, 9: array)
@@ -106,22 +107,38 @@ def from_triton(e:TritonError) -> OpenAIError:
                        code='queue_full' if 'Exceeds maximum queue size' in e.message else None)
 
 # %% ../nbs/08b_openai.ipynb #cd79b155
+_INT32_MAX, _INT64_MIN, _INT64_MAX = 2**31 - 1, -2**63, 2**63 - 1
+_short = reprlib.Repr()   # a bad value echoed in the message, cut short: a 4,000-digit number or a deep list is not worth it
+_short.maxlevel, _short.maxstring, _short.maxlong, _short.maxother = 2, 40, 40, 40
+
+def _refuse(key:str, want:str, v):
+    raise OpenAIError(f"'{key}' must be {want}, got {_short.repr(v)}", 400, key)
+
 def _number(body:dict, key:str, kind, lo=None, hi=None):
-    "body[key] as `kind` within [lo, hi], None when absent; an OpenAIError naming `key` otherwise."
+    "body[key] as `kind` within [lo, hi], None when absent or null; NaN, infinities and booleans refused, naming `key`."
     v = body.get(key)
     if v is None: return None
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or float(v).is_integer())
+    if isinstance(v, float): ok = math.isfinite(v) and (kind is float or v.is_integer())
+    else: ok = isinstance(v, int) and not isinstance(v, bool)   # no float(v) of an int: 10**400 would overflow
     if not ok or (lo is not None and v < lo) or (hi is not None and v > hi):
         bounds = f' between {lo} and {hi}' if lo is not None and hi is not None else f' >= {lo}' if lo is not None else ''
-        raise OpenAIError(f"'{key}' must be {'an integer' if kind is int else 'a number'}{bounds}, got {v!r}", 400, key)
+        _refuse(key, f"{'an integer' if kind is int else 'a number'}{bounds}", v)
     return kind(v)
 
+def _typed(body:dict, key:str, kind:type, want:str):
+    "body[key] when it is a `kind` (a bool is not an int here), None when absent or null; else a 400 naming `key`."
+    v = body.get(key)
+    if v is not None and (not isinstance(v, kind) or (kind is int and isinstance(v, bool))): _refuse(key, want, v)
+    return v
+
+# %% ../nbs/08b_openai.ipynb #4a843696
 def sampling(body:dict) -> dict:
-    "The sampling fields of an OpenAI request, checked: {name: value} for those present."
-    out = {'max_tokens': _number(body, 'max_completion_tokens', int, 1) or _number(body, 'max_tokens', int, 1),
+    "The sampling fields of an OpenAI request, checked: {name: value} for those present (what the model is handed)."
+    limit = {k: _number(body, k, int, 1, _INT32_MAX) for k in ('max_completion_tokens', 'max_tokens')}   # both checked
+    out = {'max_tokens': limit['max_completion_tokens'] if limit['max_completion_tokens'] is not None else limit['max_tokens'],
            'temperature': _number(body, 'temperature', float, 0, 2), 'top_p': _number(body, 'top_p', float, 0, 1),
-           'seed': _number(body, 'seed', int)}
-    if (n := _number(body, 'n', int, 1)) not in (None, 1): raise OpenAIError("only n=1 is supported", 400, 'n')
+           'seed': _number(body, 'seed', int, _INT64_MIN, _INT64_MAX)}
+    if (n := _number(body, 'n', int, 1, 128)) not in (None, 1): _refuse('n', '1 (only n=1 is supported)', n)
     stop = body.get('stop')
     if stop is not None:
         stop = [stop] if isinstance(stop, str) else stop
@@ -130,11 +147,31 @@ def sampling(body:dict) -> dict:
         out['stop'] = stop
     return {k: v for k, v in out.items() if v is not None}
 
+# %% ../nbs/08b_openai.ipynb #5653394a
+def check_options(body:dict, chat:bool):
+    "The fields besides the sampling ones, checked as OpenAI checks them (for chat or for legacy completions)."
+    for k in ('frequency_penalty', 'presence_penalty'): _number(body, k, float, -2, 2)
+    _typed(body, 'stream', bool, 'a boolean')
+    if (opts := _typed(body, 'stream_options', dict, 'an object')) is not None:
+        if not isinstance(opts.get('include_usage', False), bool): _refuse('stream_options', 'an object whose include_usage is a boolean', opts)
+    if chat: _typed(body, 'logprobs', bool, 'a boolean'); _number(body, 'top_logprobs', int, 0, 20)
+    else:
+        _number(body, 'logprobs', int, 0, 5); _number(body, 'best_of', int, 1, 20)
+        _typed(body, 'echo', bool, 'a boolean'); _typed(body, 'suffix', str, 'a string')
+    if (bias := _typed(body, 'logit_bias', dict, 'an object')) is not None:
+        for token, b in bias.items():
+            if not (token.isascii() and token.isdigit()): _refuse('logit_bias', 'an object whose keys are token ids', token)
+            _number({'logit_bias': b}, 'logit_bias', float, -100, 100)
+    _typed(body, 'user', str, 'a string')
+
 # %% ../nbs/08b_openai.ipynb #d8da1a80
-def _tensor(value, wire:str, dims:list, batching:bool) -> np.ndarray:
+def _tensor(value, wire:str, dims:list, batching:bool, name:str='') -> np.ndarray:
     "`value` (a scalar or a list) as an input of datatype `wire`, shaped for `dims` (plus the batch dimension)."
     flat = value if isinstance(value, list) else [value]
-    arr = np.array([v.encode() for v in flat], dtype=object) if wire == 'BYTES' else np.array(flat, dtype=np_dtype(wire))
+    dtype = np.dtype(object if wire == 'BYTES' else np_dtype(wire))
+    if dtype.kind in 'iu' and not all(np.iinfo(dtype).min <= v <= np.iinfo(dtype).max for v in flat):   # numpy would raise
+        _refuse(name, f'within the range of the model\'s {wire} input {name}', value)
+    arr = np.array([v.encode() for v in flat], dtype=object) if wire == 'BYTES' else np.array(flat, dtype=dtype)
     return arr.reshape([1, -1] if batching else [-1])
 
 def triton_request(tm:TextModel, prompt:str, params:dict) -> InferenceRequest:
@@ -142,7 +179,7 @@ def triton_request(tm:TextModel, prompt:str, params:dict) -> InferenceRequest:
     inputs = {tm.prompt: _tensor(prompt, 'BYTES', [1], tm.batching)}
     parameters = {}
     for k, v in params.items():
-        if k in tm.inputs: inputs[k] = _tensor(v, tm.inputs[k][0], tm.inputs[k][1], tm.batching)
+        if k in tm.inputs: inputs[k] = _tensor(v, tm.inputs[k][0], tm.inputs[k][1], tm.batching, k)
         else: parameters[k] = v
     return InferenceRequest(tm.name, inputs, parameters=parameters)
 
@@ -157,7 +194,9 @@ def check_messages(messages) -> list:
     out = []
     for i, m in enumerate(messages):
         content = m.get('content') if isinstance(m, dict) else None
-        if isinstance(content, list): content = ''.join(p.get('text', '') for p in content if isinstance(p, dict) and p.get('type') == 'text')
+        if isinstance(content, list):   # content parts: the text ones joined (a part whose text is not a string refuses all)
+            texts = [p.get('text') for p in content if isinstance(p, dict) and p.get('type') == 'text']
+            content = ''.join(texts) if all(isinstance(t, str) for t in texts) else None
         if not isinstance(m, dict) or m.get('role') not in ('system', 'developer', 'user', 'assistant', 'tool') or not isinstance(content, str):
             raise OpenAIError(f"'messages[{i}]' must have a role (system, user, assistant, tool) and text content", 400, f'messages[{i}]')
         out.append({'role': m['role'], 'content': content})
@@ -267,13 +306,14 @@ def _model_card(name:str) -> dict: return {'id': name, 'object': 'model', 'creat
 # %% ../nbs/08b_openai.ipynb #c823098e
 @patch
 async def _completion(self:OpenAIFrontend, body:dict, chat:bool, receive=None, send=None) -> Response | None:
+    params = sampling(body)   # the whole body is checked before the model is looked up or anything is submitted
+    check_options(body, chat)
     tm = self._model(body.get('model'))
     if chat: prompt = chat_prompt(tm, check_messages(body.get('messages')))
     else:
         prompt = body.get('prompt')
         if isinstance(prompt, list) and len(prompt) == 1: prompt = prompt[0]
         if not isinstance(prompt, str): raise OpenAIError("'prompt' must be a string (one prompt per request)", 400, 'prompt')
-    params = sampling(body)
     g = submit_text(self.server, triton_request(tm, prompt, params))
     watcher = watch_disconnect(receive, lambda: self.server.cancel(g.req, g.model))
     ident = f"{'chatcmpl' if chat else 'cmpl'}-{next(self._ids)}"
@@ -333,7 +373,8 @@ async def dispatch(self:OpenAIFrontend, method:str, path:str, body:bytes, receiv
         if path in ('/v1/completions', '/v1/chat/completions'):
             if method != 'POST': raise OpenAIError('Method Not Allowed', 405)
             try: doc = json.loads(body)
-            except ValueError: raise OpenAIError('We could not parse the JSON body of your request.', 400) from None
+            except (ValueError, RecursionError):   # RecursionError: a body of 100,000 '[' is bad input too
+                raise OpenAIError('We could not parse the JSON body of your request.', 400) from None
             if not isinstance(doc, dict): raise OpenAIError('The request body must be a JSON object.', 400)
             return await self._completion(doc, path == '/v1/chat/completions', receive, send)
         return OpenAIError(f'Unknown request URL: {method} {path}.', 404, code='unknown_url').response()
