@@ -11,7 +11,8 @@
 Judges a test can be skipped for want of, and how CI insists on them:
 - `oracle` (the real Triton 2.51: tools/real_triton.py installs it from PyPI), `examples` (Triton's example client
   programs, tests/test_triton_examples.py), `qa` (Triton's QA corpus, ../shared/triton-qa or $TRITON_QA_DIR), `browser`
-  (chromium and chromedriver, tests/test_docs_site.py). Without one, its tests skip and the closing summary counts them.
+  (chromium and chromedriver, tests/test_docs_site.py), `cells` (the modules a notebook cell marked `#| needs: MODULE`
+  imports: nbs/12_ray_serve.ipynb's, with the ray extra). Without one, its tests skip and the closing summary counts them.
 - `TRITON_MINI_REQUIRE=oracle,qa,browser` (comma-separated; `all` for every judge) turns each of those skips into a
   failure with the same reason: .ci/run sets it for the judges it provides, so a judge that went missing there makes
   CI red instead of quietly skipping. Every skip for want of a judge goes through `triton_servers.skip_or_fail`.

@@ -129,3 +129,31 @@ def test_performance_section_is_the_committed_run():
     assert readme_markdown(run_caption(data, path)) in README
     png = ROOT / 'nbs' / 'images' / 'perf.png'
     assert '(nbs/images/perf.png)' in README and 0 < png.stat().st_size < 100_000
+
+
+# Runs the snippets as the notebook cell that wrote them did (IPython: the last expression's value is shown, pretty
+# printed, unless the line ends with ';'), printing each snippet's output between markers.
+SHOWING_RUNNER = r'''
+import ast, contextlib, io, json, sys
+from IPython.lib.pretty import pretty
+for i, code in enumerate(json.loads(sys.stdin.read())):
+    tree, out = ast.parse(code), io.StringIO()
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(';') else None
+    with contextlib.redirect_stdout(out):
+        exec(compile(tree, '<README snippet>', 'exec'), globals())
+        if last is not None and (value := eval(compile(ast.Expression(last.value), '<README snippet>', 'eval'), globals())) is not None:
+            print(pretty(value, max_width=79))
+    print(f'<<<{i}>>>' + json.dumps(out.getvalue()))
+'''
+
+def test_snippet_outputs_are_what_the_code_shows(tmp_path):
+    "The output README shows after a snippet is what running the snippet shows today (index.ipynb's outputs can go stale)."
+    pairs = re.findall(r'^```python\n(.*?)^```\n\n```\n(.*?)^```', README, re.S | re.M)
+    assert len(pairs) >= 3, len(pairs)
+    code = snippets()
+    r = subprocess.run([sys.executable, '-c', SHOWING_RUNNER], input=json.dumps(code), capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    shown = {code[int(i)]: json.loads(o) for i, o in re.findall(r'<<<(\d+)>>>(.*)', r.stdout)}
+    for snippet, expected in pairs:
+        assert shown[snippet].rstrip() == expected.rstrip(), snippet
