@@ -181,3 +181,33 @@ def test_a_rejected_request_is_freed_without_the_cyclic_gc(frontend, monkeypatch
         while any(ref() is not None for ref in decoded) and time.monotonic() < deadline: time.sleep(0.002)
         assert decoded and all(ref() is None for ref in decoded), 'a decoded input outlived its rejected request'
     finally: gc.enable()
+
+
+# ------------------------------------------------------------------------------------------------- the texts, live
+
+def _allocatable(body:bytes) -> bytes:
+    "The same JSON body with its 10**12 shape made small enough for real Triton to allocate (it aborts on 10**12)."
+    return body.replace(b'1000000000000', b'1000')
+
+@pytest.mark.oracle
+def test_the_expected_texts_are_real_tritons(tmp_path, real_triton):
+    "Each case above sent to real Triton 2.51 answers what the tests expect of triton-mini (JSON cases whose shape makes\n    Triton abort with std::bad_alloc are sent with a smaller shape, which Triton answers with the same error)."
+    import http.client
+    repo = copy_models(tmp_path / 'models', *(f'conformance/{m}' for m in ('identity_bytes', 'identity_int32', 'typed', 'add_sub')))
+    t = real_triton(repo)
+    channel = grpc.insecure_channel(f'127.0.0.1:{t.grpc_port}')
+    infer = channel.unary_unary('/inference.GRPCInferenceService/ModelInfer', request_serializer=pb.ModelInferRequest.SerializeToString,
+                                response_deserializer=pb.ModelInferResponse.FromString)
+    for request, expected in GRPC_CASES:
+        with pytest.raises(grpc.RpcError) as e: infer(request, timeout=60)
+        assert (e.value.code().name, e.value.details()) == expected
+    channel.close()
+    for model, body, headers, (status, expected) in HTTP_CASES:
+        small = b'"data"' in body
+        if small: body = _allocatable(body)
+        conn = http.client.HTTPConnection('127.0.0.1', t.http_port, timeout=60)
+        conn.request('POST', f'/v2/models/{model}/infer', body=body, headers=headers)
+        r = conn.getresponse()
+        got = (r.status, json.loads(r.read()))
+        conn.close()
+        assert got == (status, {'error': expected['error'].replace('1000000000000', '1000') if small else expected['error']}), (model, body[:120])

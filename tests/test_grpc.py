@@ -590,6 +590,14 @@ def catalogue():
               ('versioned', 'ModelInfer', pb.ModelInferRequest(model_name='versioned', inputs=[T(name='X', datatype='INT32', shape=[1], contents=C(int_contents=[1]))])),
               ('versioned 2', 'ModelInfer', pb.ModelInferRequest(model_name='versioned', model_version='2', inputs=[T(name='X', datatype='INT32', shape=[1], contents=C(int_contents=[1]))]))]
     calls += _order_cases()
+    # the texts test_parameter_errors and test_log_settings expect of triton-mini, asked of both
+    for label, (key, kind, value) in {'param uint64': ('x', 'uint64_param', 5), 'param triton_': ('triton_x', 'bool_param', True),
+                                      'param priority -1': ('priority', 'int64_param', -1), 'param sequence_start int': ('sequence_start', 'int64_param', 1),
+                                      'param sequence_id string': ('sequence_id', 'string_param', 'abc')}.items():
+        calls.append((label, 'ModelInfer', _edit(_text('gen', b'x'), lambda r, k=key, t=kind, v=value: r.parameters[k].__setattr__(t, v))))
+    setting = pb.LogSettingsRequest.SettingValue
+    calls += [('log format xml', 'LogSettings', pb.LogSettingsRequest(settings={'log_format': setting(string_param='xml')})),
+              ('log file', 'LogSettings', pb.LogSettingsRequest(settings={'log_file': setting(string_param='x.log')}))]
     sc = np.array([[0.1, 0.5, 0.2, 0.9, 0.3], [5, 4, 3, 2, 1]], np.float32)
     classify = pb.ModelInferRequest(model_name='classify', inputs=[T(name='SCORES_IN', datatype='FP32', shape=[2, 5])], raw_input_contents=[sc.tobytes()])
     classify.outputs.add(name='SCORES').parameters['classification'].int64_param = 3

@@ -271,6 +271,15 @@ def test_a_model_sees_tritons_argv(mini, tmp_path, mode):
     assert infer(m.http_port, 'argv', 1)[1]['outputs'][0]['data'][0] == "['', '']"
 
 
+@pytest.mark.oracle
+def test_tritons_stub_argv_is_what_the_test_above_expects(real_triton, tmp_path):
+    repo = tmp_path / 'models'
+    write(repo, 'argv', ARGV_MODEL, 'backend: "python"\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+                                     'output [{ name: "WHERE" data_type: TYPE_STRING dims: [2] }]\n')
+    t = real_triton(repo)
+    assert infer(t.http_port, 'argv', 1)[1]['outputs'][0]['data'][0] == "['', '']"
+
+
 @pytest.mark.slow
 def test_100_load_unload_cycles_leave_nothing_behind(tmp_path):
     "Issue 13's hygiene bar: after 100 load/unload cycles in process mode, no stub, no open socket, no env folder, flat RSS."
