@@ -188,6 +188,17 @@ def test_bls_decoupled_callee_raising_ends_the_iterator(server, repo):
                                                      line_of(repo, 'streamer', 'raise RuntimeError')) + ' | __ErrorCode.INTERNAL'
 
 
+@pytest.mark.oracle
+def test_triton_hangs_the_bls_caller_when_a_decoupled_callee_raises(repo, real_triton):
+    "The claim above, live: real Triton 2.51 leaves the caller of MODE 12 without an answer (10 s), still serving."
+    import socket
+    t = real_triton(repo, '--model-control-mode=explicit', '--load-model=bls', '--load-model=streamer')
+    body = {'inputs': [{'name': 'A', 'datatype': 'FP32', 'shape': [4], 'data': [1, 1, 1, 1]},
+                       {'name': 'MODE', 'datatype': 'INT32', 'shape': [1], 'data': [12]}]}
+    with pytest.raises((socket.timeout, TimeoutError)): http(t.http_port, 'POST', '/v2/models/bls/infer', body, timeout=10)
+    assert http(t.http_port, 'GET', '/v2/health/live')[0] == 200
+
+
 # ------------------------------------------------------------------------------------------------ error paths
 
 def error_cases(repo) -> dict:

@@ -286,3 +286,24 @@ def test_triton_still_answers_so(tmp_path):
     names = ['counter', 'counter_batched', 'countdown', 'wrong_return']
     with RealTriton(write_models(tmp_path / 'models', names)) as triton:
         assert observe(triton.http_port, triton.grpc_port) == EXPECTED
+
+
+@pytest.mark.oracle
+def test_triton_gives_no_answer_and_crashes_where_the_docstrings_say(tmp_path):
+    """The two cases where triton_mini chooses its own answer, re-observed: a model not configured for rescheduling
+    leaves Triton's client waiting (no answer within 5 s, the server still live), and a decoupled model that sends its
+    final response and then reschedules ends tritonserver (signal 11: SIGSEGV)."""
+    import socket, signal
+    oracle_or_skip()
+    with RealTriton(write_models(tmp_path / 'models', ['counter_plain', 'resched_final'])) as triton:
+        with pytest.raises((socket.timeout, TimeoutError)): infer_timeout(triton.http_port, 'counter_plain', 2, timeout=5)
+        assert http(triton.http_port, 'GET', '/v2/health/live')[0] == 200
+        stream(triton.grpc_port, 'resched_final', 1, timeout=10)
+        deadline = time.monotonic() + 30
+        while triton.proc.poll() is None and time.monotonic() < deadline: time.sleep(0.1)
+        assert triton.proc.returncode == -signal.SIGSEGV, triton.proc.returncode
+
+
+def infer_timeout(port, model, n, timeout):
+    body = {'inputs': [{'name': 'IN', 'datatype': 'INT32', 'shape': [1], 'data': [n]}]}
+    return http(port, 'POST', f'/v2/models/{model}/infer', body, timeout=timeout)

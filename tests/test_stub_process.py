@@ -164,6 +164,20 @@ def test_dead_stub_answers_like_real_triton(real_triton, mini_process, repo):
     assert answers['mini'] == answers['triton']
 
 
+@pytest.mark.oracle
+def test_triton_hangs_on_a_model_that_exits_at_import(real_triton, tmp_path):
+    "The claim below, live: real Triton 2.51 loading a model.py that calls os._exit(3) at import never gets to serve (30 s)."
+    repo = tmp_path / 'models'
+    write(repo, 'exits_at_import', 'import os\nos._exit(3)\n', CONFIG)
+    t = real_triton(repo, wait=None)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert t.proc.poll() is None, f'tritonserver exited with {t.proc.returncode}'
+        try: assert http(t.http_port, 'GET', '/v2/health/live', timeout=1)[0] != 200, 'Triton came up'
+        except OSError: pass   # not listening: still loading
+        time.sleep(0.5)
+
+
 def test_auto_complete_runs_in_a_stub(mini_process, tmp_path):
     "A model.py that exits the process at import: in process mode only its load fails (Triton 2.51 hangs there)."
     repo = tmp_path / 'models'
