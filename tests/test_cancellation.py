@@ -15,6 +15,7 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args): self.dir = args["model_repository"]
     def execute(self, requests):
+        open(os.path.join(self.dir, "started"), "w").close()
         for r in requests:
             sender, n = r.get_response_sender(), 0
             while n < 2000 and not (sender.is_cancelled() or r.is_cancelled()):
@@ -33,6 +34,7 @@ class TritonPythonModel:
     def initialize(self, args): self.dir = args["model_repository"]
     def execute(self, requests):
         out = []
+        open(os.path.join(self.dir, "started"), "w").close()
         for r in requests:
             start = time.monotonic()
             while time.monotonic() - start < 20 and not r.is_cancelled(): time.sleep(0.005)
@@ -59,6 +61,13 @@ def stopped_after(repo:Path, name:str, timeout:float=10) -> str:
     while not f.exists() and time.monotonic() < end: time.sleep(0.01)
     assert f.exists(), f'{name} never noticed the cancellation'
     return f.read_text()
+
+
+def running(repo:Path, name:str, timeout:float=10):
+    "Wait until the model's execute has started (it writes `started`): the request is running, not queued."
+    f, end = repo / name / 'started', time.monotonic() + timeout
+    while not f.exists() and time.monotonic() < end: time.sleep(0.005)
+    assert f.exists(), f'{name} never started executing'
 
 
 @pytest.fixture(params=['thread', 'process'])
@@ -93,7 +102,7 @@ def test_a_cancelled_call_reaches_a_running_model(served):
     repo, s = served
     client = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
     ctx = client.async_infer('slow', _input(), callback=lambda result, error: None)
-    time.sleep(0.5)                                        # the model is running now
+    running(repo, 'slow')
     ctx.cancel()
     assert float(stopped_after(repo, 'slow')) < 5          # instead of 20 s
     assert s.server.model_ready('slow')                    # and the model serves on
@@ -121,7 +130,7 @@ def test_a_queued_request_that_was_cancelled_never_runs(tmp_path):
         r1 = InferenceRequest('slow', {'IN': np.array([1], np.int32)}, response_callback=first)
         r2 = InferenceRequest('slow', {'IN': np.array([2], np.int32)}, response_callback=waiting)
         m = server.submit(r1); server.submit(r2)
-        time.sleep(0.2)
+        running(tmp_path, 'slow')                           # r1 runs on the one instance: r2 is queued
         assert server.cancel(r2, m) is True                 # it was still queued: dropped
         assert waiting.wait(5)[0].error.code == 'CANCELLED'
         server.cancel(r1, m)                                # running: flagged, and the model stops
@@ -146,7 +155,7 @@ ensemble_scheduling { step [
         w = ResponseWaiter()
         req = InferenceRequest('pipe', {'IN': np.array([1], np.int32)}, response_callback=w)
         m = server.submit(req)
-        time.sleep(0.3)
+        running(tmp_path, 'slow')                           # the first step runs
         t = time.monotonic()
         server.cancel(req, m)
         resp = w.wait(10)[0]
@@ -166,6 +175,6 @@ def test_an_http_client_that_disconnects_from_generate_cancels(route, tmp_path, 
     if route == 'generate_stream':                                        # read until the stream has started
         seen = b''
         while b'data: ' not in seen: seen += sock.recv(65536)
-    else: time.sleep(0.3)                                                 # generate answers at the end: it is running
+    else: running(tmp_path, 'tokens')                                     # generate answers at the end: wait for it to run
     sock.close()
     assert int(stopped_after(tmp_path, 'tokens')) < 400

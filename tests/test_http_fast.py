@@ -13,12 +13,14 @@ import pytest
 import triton_servers as ts
 
 SLOW_MODEL = '''
-import time
+import os, time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
+    def initialize(self, args): self.mark = os.path.join(args["model_repository"], "executions")
     def execute(self, requests):
+        with open(self.mark, "a") as f: f.write("x")   # the test waits for this: the request is running
         time.sleep(0.5)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
                 for r in requests]
@@ -199,19 +201,25 @@ def test_a_client_that_leaves_mid_body_runs_nothing(servers):
     before = statistics(fast, 'add_sub')['success']['count']
     data = infer('add_sub', add_sub())
     with socket.create_connection(('127.0.0.1', fast.http_port)) as s: s.sendall(data[:-5])
-    time.sleep(0.2)
     assert exchange(fast.http_port, data)[0].startswith(b'HTTP/1.1 200 OK')
-    assert statistics(fast, 'add_sub')['success']['count'] == before + 1
+    assert ts.settled(lambda: statistics(fast, 'add_sub')['success']['count']) == before + 1
 
 
-def test_a_client_that_leaves_mid_inference(servers):
+def executions(repo) -> int:
+    "How many times the slow model's execute has started."
+    f = repo / 'slow' / 'executions'
+    return len(f.read_text()) if f.exists() else 0
+
+
+def test_a_client_that_leaves_mid_inference(servers, repo):
     "As on the ASGI path: the inference runs to its end, nothing is written, the server goes on serving."
     fast, spy, slow = servers
-    before = statistics(fast, 'slow')['success']['count']
+    before, started = statistics(fast, 'slow')['success']['count'], executions(repo)
     with socket.create_connection(('127.0.0.1', fast.http_port)) as s:
-        s.sendall(infer('slow', b'\0\0\x80?', b'Inference-Header-Content-Length: 0\r\n')); time.sleep(0.1)
-    time.sleep(0.6)
-    assert statistics(fast, 'slow')['success']['count'] == before + 1
+        s.sendall(infer('slow', b'\0\0\x80?', b'Inference-Header-Content-Length: 0\r\n'))
+        ts.wait_until(lambda: executions(repo) > started, 10, 'the request to run')
+    ts.wait_until(lambda: statistics(fast, 'slow')['success']['count'] == before + 1, 10, 'the inference to end')
+    assert ts.settled(lambda: statistics(fast, 'slow')['success']['count']) == before + 1
     assert exchange(fast.http_port, SAME['json']) == exchange(slow.http_port, SAME['json'])
 
 

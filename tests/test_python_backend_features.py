@@ -21,7 +21,7 @@ import pytest
 from triton_mini.backend import InferenceRequest
 from triton_mini.server import TritonServer
 
-from triton_servers import MiniProcess, RealTriton, http, start_together
+from triton_servers import MiniProcess, RealTriton, http, settled, start_together, wait_until
 from triton_qa import oracle_python_backend
 
 IO = 'input [{name: "IN" data_type: TYPE_INT32 dims: [1]}] output [{name: "OUT" data_type: TYPE_INT32 dims: [1]}]'
@@ -218,8 +218,9 @@ def test_decoupled_async_execute_that_raises_is_logged(server, caplog):
     caplog.set_level('ERROR')
     got, _ = decoupled_run(server, [-1, 5])
     assert {k: v[0] for k, v in got.items()} == {5: [5]}  # -1: no response at all (as Triton)
-    time.sleep(0.2)
-    lines = [r.getMessage() for r in caplog.records if 'boom in async execute' in r.getMessage()]
+    boom = lambda: [r.getMessage() for r in caplog.records if 'boom in async execute' in r.getMessage()]
+    wait_until(boom, 10, 'the traceback in the log')
+    lines = boom()
     assert lines and lines[0].startswith('Traceback (most recent call last):\n  File "') and \
         lines[0].endswith('in execute\n    raise ValueError("boom in async execute")\nValueError: boom in async execute\n'), lines
 
@@ -327,8 +328,8 @@ def test_decoupled_async_execute_like_triton(both):
         assert got == {1: [1], 2: [2], 3: [3], 4: [4]} and last < 3 * SLEEP, (k, got, last)
     def logged(server):
         return [l.split('] ', 1)[1] for l in server.lines if 'boom in async execute' in l and 'Traceback' in l]
-    time.sleep(0.5)
-    real, mini = logged(both['real']), logged(both['mini'])
+    for k in ('real', 'mini'): wait_until(lambda: logged(both[k]), 10, f'the traceback in the log of {k}')
+    real, mini = settled(lambda: logged(both['real'])), settled(lambda: logged(both['mini']))
     assert real and mini == real[:len(mini)] and len(mini) == len(real)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from triton_servers import http
+from triton_servers import http, wait_until
 
 MODEL = '''
 import os, time
@@ -130,8 +130,7 @@ def test_unload_and_stop_leave_no_stub(mini, repo):
     m.server.unload_model("healthy"); m.server.repository.wait_for_unloads()   # unloads finish in the background
     assert len(stubs(me)) == 2
     m.stop()
-    time.sleep(0.2)
-    assert stubs(me) == []
+    wait_until(lambda: stubs(me) == [], 10, 'the stubs to exit')
 
 
 def test_a_model_parameter_picks_the_mode(mini, repo):
@@ -311,8 +310,8 @@ def test_100_load_unload_cycles_leave_nothing_behind(tmp_path):
         for _ in range(10): cycle()                       # warm up: imports, first allocations
         gc.collect(); fds, rss = me.num_fds(), me.memory_info().rss
         for _ in range(100): cycle()
-        gc.collect(); time.sleep(0.2)
-        assert stubs(me.pid) == []
+        gc.collect()
+        wait_until(lambda: stubs(me.pid) == [], 10, 'the stubs to exit')
         assert me.num_fds() <= fds + 2, (fds, me.num_fds())
         assert me.memory_info().rss - rss < 30 * 2**20, (rss, me.memory_info().rss)
 
