@@ -636,13 +636,14 @@ def _expire(self:DynamicBatcher, now:int):
     for lvl, q in self._queues.items():
         policy = self._policies[lvl]
         if policy is None or not any(e.deadline is not None and not e.expired and e.deadline <= now for e in q): continue
-        keep, late = [], []
+        keep, delayed, late = [], [e for e in q if e.expired], []   # delayed before: they stay ahead of the new ones
         for e in q:
+            if e.expired: continue
             if e.deadline is not None and e.deadline <= now: e.expired = True
             if not e.expired: keep.append(e)
             elif policy.timeout_action == 'DELAY': late.append(e)
             else: rejected.append(e.req)
-        q.clear(); q.extend(keep + late)
+        q.clear(); q.extend(keep + delayed + late)
     self.stats.pending -= len(rejected)
     return rejected
 
@@ -650,8 +651,6 @@ def _expire(self:DynamicBatcher, now:int):
 def _reject_timeout(self:DynamicBatcher, req, now):
     self.stats.record_request(req, False, now, 'REJECTED')
     _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
-
-
 
 # %% ../nbs/05_scheduler.ipynb #a7046b9a
 @patch
