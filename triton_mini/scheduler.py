@@ -137,6 +137,7 @@ class Scheduler:
         self._lock = threading.RLock()
         self._cond, self._stopping, self._threads = threading.Condition(self._lock), False, []
         self._running = {}       # instance name -> the batch it is executing
+        self._exec_ns = None     # how long a batch takes, on average (`_took`)
         self._init_queue()
 
     def start(self):
@@ -158,7 +159,14 @@ def _run(self:Scheduler, inst:ModelInstance, batch:list):
     try: responses = inst.execute(batch)
     except BaseException as e: responses = self._failed_execute(inst, batch, e)   # the batch fails, never the worker
     end = self.clock()
+    self._took(end - start)   # for a stub instance's hops (Appendix: several batches per call)
     self._settle(inst, batch, responses, getattr(inst, 'timing', None), getattr(inst, 'failed', False), start, end)
+
+@patch
+def _took(self:Scheduler, ns:int, batches:int=1):
+    "Note how long a batch took to execute (a moving average): what `_more` expects the next ones to take."
+    ns = max(ns // batches, 1)
+    self._exec_ns = ns if self._exec_ns is None else (7 * self._exec_ns + ns) // 8
 
 @patch
 def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, failed:bool, start:int, end:int):
@@ -543,14 +551,17 @@ def _reschedule(self:Scheduler, req:InferenceRequest):
     _deliver(req, InferenceResponse(error=TritonError(RESCHEDULE_REFUSED, 'INVALID_ARG')))
 
 # %% ../nbs/05_scheduler.ipynb #45a95c61
+Scheduler.pipeline_wait_ns = 2_000_000   # what the batches taken along may add, estimated, to the wait of the last
+
 @patch
 def _more(self:DefaultScheduler, inst:ModelInstance) -> list:
-    "Up to `inst.pipeline_depth - 1` more requests, each a batch, leaving one for each idle worker."
+    "More requests for `inst`'s hop (each a batch): only while every instance is busy, a fair share, ~2 ms of work."
     depth = getattr(inst, 'pipeline_depth', 1) if hasattr(inst, 'execute_many') else 1
-    if depth <= 1 or not self._queue: return []
+    if depth <= 1 or not self._queue or self._idle or not self._exec_ns: return []
     out = []
     with self._cond:
-        while len(out) < depth - 1 and len(self._queue) > self._idle:
+        n = min(depth - 1, len(self._queue) // len(self.instances), self.pipeline_wait_ns // self._exec_ns)
+        while len(out) < n and self._queue:
             out.append([self._queue.popleft()]); self.stats.pending -= 1
     return [b for b in out if not b[0].cancelled or self._drop_cancelled(b)]
 
@@ -565,6 +576,7 @@ def _run_many(self:Scheduler, inst:ModelInstance, batches:list):
         err = InferenceResponse(error=execute_failure(inst, e))
         results = [([err] * len(b), None, True) for b in batches]
     end = self.clock()
+    self._took(end - start, len(batches))
     for b, (responses, timing, failed) in zip(batches, results): self._settle(inst, b, responses, timing, failed, start, end)
 
 # %% ../nbs/05_scheduler.ipynb #a2e930ed
@@ -624,13 +636,14 @@ def _expire(self:DynamicBatcher, now:int):
     for lvl, q in self._queues.items():
         policy = self._policies[lvl]
         if policy is None or not any(e.deadline is not None and not e.expired and e.deadline <= now for e in q): continue
-        keep, late = [], []
+        keep, delayed, late = [], [e for e in q if e.expired], []   # delayed before: they stay ahead of the new ones
         for e in q:
+            if e.expired: continue
             if e.deadline is not None and e.deadline <= now: e.expired = True
             if not e.expired: keep.append(e)
             elif policy.timeout_action == 'DELAY': late.append(e)
             else: rejected.append(e.req)
-        q.clear(); q.extend(keep + late)
+        q.clear(); q.extend(keep + delayed + late)
     self.stats.pending -= len(rejected)
     return rejected
 
@@ -638,8 +651,6 @@ def _expire(self:DynamicBatcher, now:int):
 def _reject_timeout(self:DynamicBatcher, req, now):
     self.stats.record_request(req, False, now, 'REJECTED')
     _deliver(req, InferenceResponse(error=TritonError('Request timeout expired', 'UNAVAILABLE')))
-
-
 
 # %% ../nbs/05_scheduler.ipynb #a7046b9a
 @patch

@@ -519,15 +519,22 @@ def read_labels(cfg:ModelConfig, model_dir:Path) -> dict:
 # %% ../nbs/07_server.ipynb #db40db33
 @patch
 def _warmup(self:TritonServer, m:LoadedModel):
-    "Run the config's warmup requests on a version that is about to become READY."
-    for w in m.config.model_warmup:
-        for _ in range(max(w.count, 1)):
-            req = InferenceRequest(m.name, _warmup_inputs(m, w), model_version=m.version, response_callback=ResponseWaiter())
-            validate_request(m, req)
-            req.arrival_ns = time.monotonic_ns()
-            m.scheduler.enqueue(req)
-            resp = req.response_callback.wait()
-            if resp and resp[0].error is not None: raise resp[0].error
+    "Run the config's warmup on every instance of a version that is about to become READY."
+    for inst in m.instances:
+        for w in m.config.model_warmup:
+            for _ in range(max(w.count, 1)):
+                batch = [_warmup_request(m, w) for _ in range(max(w.batch_size, 1))]
+                m.scheduler._run(inst, batch)   # this instance, now: nothing else reaches it before READY
+                for req in batch:
+                    resp = req.response_callback.wait()
+                    if resp and resp[0].error is not None: raise resp[0].error
+
+def _warmup_request(m:LoadedModel, w) -> InferenceRequest:
+    "One warmup request of batch 1, validated as a client's would be."
+    req = InferenceRequest(m.name, _warmup_inputs(m, w), model_version=m.version, response_callback=ResponseWaiter())
+    validate_request(m, req)
+    req.arrival_ns = time.monotonic_ns()
+    return req
 
 # %% ../nbs/07_server.ipynb #0adb1da6
 def _warmup_inputs(m:LoadedModel, w) -> dict:
@@ -535,7 +542,7 @@ def _warmup_inputs(m:LoadedModel, w) -> dict:
     for name, spec in w.inputs.items():
         if name not in m.inputs: continue    # Triton drops warmup inputs the model lacks (then counts what is missing)
         wire = config_to_wire(spec.data_type)
-        shape = ([w.batch_size] if m.batching else []) + [max(d, 1) for d in spec.dims]
+        shape = ([1] if m.batching else []) + [max(d, 1) for d in spec.dims]   # batch_size N: N such requests
         if wire == 'BYTES': arr = np.full(shape, b'', dtype=object)
         elif spec.input_data_file:
             path = model_path(m.model_dir, 'warmup', spec.input_data_file, what=f"input_data_file '{spec.input_data_file}'")
