@@ -126,9 +126,10 @@ class PythonModelInstance(ModelInstance):
         self.declared = [o.name for o in cfg.output]
         self._declared_set = set(self.declared)
         self.context = pb_utils.ModelContext(args.model_name, args.version_dir, server,
-                                             metric_families if metric_families is not None else [], self.name)
+                                             metric_families if metric_families is not None else [], self.name, phase='initialize')
         self.timing, self._loop = (0, 0, 0), None
         self.model = self._call(self._create)
+        self.context.phase = 'execute'   # BLS works from now on, from any thread of the model
 
     def execute(self, requests:list):
         "Run one batch through the model (defined below, step by step)."
@@ -136,6 +137,7 @@ class PythonModelInstance(ModelInstance):
 
     def _create(self):
         with model_argv(): self._module = import_model_file(self.model_file, self.args.model_version)
+        pb_utils.bind_context(self.context, self._module.__name__.rpartition('.')[0], str(self.model_file.parent))
         try:
             model = self._module.TritonPythonModel()
             if hasattr(model, 'initialize'):
@@ -143,7 +145,7 @@ class PythonModelInstance(ModelInstance):
                     with model_argv(): model.initialize(initialize_args(self.args))
                 except KeyboardInterrupt: raise
                 except BaseException as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
-        except BaseException: release_model_module(self._module); raise
+        except BaseException: release_model_module(self._module); pb_utils.unbind_context(self.context); raise
         return model
 
     def _call(self, fn, *a):
@@ -274,11 +276,14 @@ def _fail_all(self:PythonModelInstance, requests, err):
 
 @patch
 def finalize(self:PythonModelInstance):
-    "Call the model's finalize, then stop the instance's event loop (its metric families stay, as in Triton)."
+    "Call the model's finalize (what it raises is logged, as Triton's stub does), then stop the instance's event loop (its metric families stay, as in Triton)."
+    self.context.phase = 'finalize'
     try:
         if hasattr(self.model, 'finalize'): self._call(self.model.finalize)
+    except Exception as e: log.info(_format_exception(e, self.model_file))
     finally:
         release_model_module(self._module)
+        pb_utils.unbind_context(self.context)
         pb_utils._abandon_families(self.context)
         if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
 

@@ -203,7 +203,6 @@ def _start_loop(todo:queue.SimpleQueue):
 _starter_lock = threading.Lock()
 os.register_at_fork(after_in_child=_starter_lock._at_fork_reinit)
 
-
 # %% ../nbs/04c_stub_process.ipynb #3545e9c7
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
 log = logging.getLogger('triton_mini.stub')
@@ -377,6 +376,7 @@ def _exited(self:StubModelInstance):
         except OSError: pass
 
 
+
 # %% ../nbs/04c_stub_process.ipynb #eba6bfc3
 @patch
 def _run_batch(self:StubModelInstance, requests:list):
@@ -504,6 +504,7 @@ def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini.python_backend import PythonModelInstance
     from triton_mini import pb_utils
     pb_utils._metric_changed = lambda m, op, value: self.send(('metric_op', m.family.name, m.labels, op, value))
+    pb_utils._one_instance = True   # every thread of this process is the model's: BLS, metrics and logs work from any
     try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self))
     except BaseException as e:
         self.send(('error', e if isinstance(e, TritonError) else TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')))
