@@ -69,9 +69,35 @@ MODELS = {
         '''),
 }
 
+# a model that is not decoupled, answering through its senders: after `execute` returned (from a thread), and for
+# every request of a batch of three (Triton 2.51: 200 with [20]; 200 with [3] for each of the three)
+SENDERS = {
+    'nd_after': (IO, '''
+        import time
+        class TritonPythonModel:
+            def execute(self, requests):
+                for r in requests:
+                    s, x = r.get_response_sender(), pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+                    def later(s=s, x=x):
+                        time.sleep(0.2)
+                        s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x * 10)]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    threading.Thread(target=later).start()
+                return None
+        '''),
+    'nd_multi': ('max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 300000 } ' + IO, '''
+        class TritonPythonModel:
+            def execute(self, requests):
+                for r in requests:
+                    x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+                    r.get_response_sender().send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x * 0 + len(requests))]),
+                                                 flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                return None
+        '''),
+}
 
-def write_repo(root:Path) -> Path:
-    for name, (cfg, src) in MODELS.items():
+
+def write_repo(root:Path, models:dict=MODELS) -> Path:
+    for name, (cfg, src) in models.items():
         (root / name / '1').mkdir(parents=True)
         (root / name / 'config.pbtxt').write_text(f'backend: "python" {cfg}')
         (root / name / '1' / 'model.py').write_text(HEAD + textwrap.dedent(src))
@@ -163,3 +189,40 @@ def test_threads_and_bls_phases_like_triton(tmp_path, real_triton, mini_process,
     assert real[0] == {'callee': 200, 'threaded': 200, 'init_bls': 400, 'fin_bls': 200}, real
     assert BLS_MESSAGE in real[1] and real[2] == {1: [20], 2: [30]} and real[4] == 2, real
     assert mini == real
+
+
+def senders_answers(port) -> dict:
+    "nd_after for 2, and three concurrent nd_multi requests (one batch): {case: (status, data)}."
+    def one(model, v, shape):
+        status, _, body = http(port, 'POST', f'/v2/models/{model}/infer', {'inputs': [{'name': 'IN', 'datatype': 'INT32', 'shape': shape, 'data': [v]}]})
+        body = json.loads(body)
+        return status, body['outputs'][0]['data'] if 'outputs' in body else body['error']
+    got = {'after': one('nd_after', 2, [1])}
+    threads = [threading.Thread(target=lambda v=v: got.__setitem__(v, one('nd_multi', v, [1, 1]))) for v in range(3)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    return got
+
+
+@pytest.mark.parametrize('mode', ['thread', 'process'])
+def test_not_decoupled_answers_through_senders(tmp_path, mode):
+    s = TritonServer(write_repo(tmp_path, SENDERS), python_backend_mode=mode)
+    s.start()
+    try:
+        after = s.infer('nd_after', {'IN': np.array([2], np.int32)}).outputs['OUT'].tolist()
+        assert after == [20]
+        got, threads = {}, []
+        for v in range(3):
+            threads.append(threading.Thread(target=lambda v=v: got.__setitem__(v, s.infer('nd_multi', {'IN': np.array([[v]], np.int32)}).outputs['OUT'].tolist())))
+        for t in threads: t.start()
+        for t in threads: t.join()
+        assert got == {0: [[3]], 1: [[3]], 2: [[3]]}
+    finally: s.stop()
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('mode', ['thread', 'process'])
+def test_not_decoupled_senders_like_triton(tmp_path, real_triton, mini_process, mode):
+    real = senders_answers(real_triton(write_repo(tmp_path / 'r', SENDERS)).http_port)
+    assert real == {'after': (200, [20]), 0: (200, [3]), 1: (200, [3]), 2: (200, [3])}, real
+    assert senders_answers(mini_process(write_repo(tmp_path / 'm', SENDERS), f'--python-backend-mode={mode}').http_port) == real

@@ -238,17 +238,20 @@ def _run_batch(self:PythonModelInstance, requests:list):
     finally: pb_utils.reset_context(token)
     t2 = time.perf_counter_ns()
     for i in rescheduled: requests[i].release_flags = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
-    out = None if self.decoupled else self._responses(requests, result)
+    out = None if self.decoupled else self._responses(requests, result, pb_requests)
     self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
     return out
 
 @patch
-def _responses(self:PythonModelInstance, requests:list, result):
-    "One core response per request; requests the model already answered through its sender are left alone."
+def _responses(self:PythonModelInstance, requests:list, result, pb_requests:list=()):
+    "One core response per request; requests the model answered (or will answer) through its sender are left alone."
     if result is None:
         missing = self._failure('execute() returned None without sending a response, but a model that is not decoupled must '
                                 'return a list with one InferenceResponse per request\n')
-        return self._deliver(requests, [InferenceResponse(error=missing) for _ in requests])
+        senders = [getattr(pb, '_sender', None) is not None for pb in pb_requests] or [False] * len(requests)
+        for r, sender in zip(requests, senders):
+            if not sender and not r.done: r.send(InferenceResponse(error=missing), True)
+        return None   # the senders answer the others, now or later (a thread of the model)
     return self._deliver(requests, [None if r.rescheduled else self._response(r, pb) for r, pb in zip(requests, result)])
 
 @patch

@@ -320,13 +320,14 @@ def _handle(self:StubModelInstance, msg) -> bool:
 
 @patch
 def _finish(self:StubModelInstance, batch_id, out, timing, failed, flags=None):
-    "A batch ended in the stub; a decoupled batch stays registered until its requests have their final response."
+    """A batch ended in the stub; a batch answered through senders (a decoupled one, or `None` returned) stays
+    registered until its requests have their final response: a thread of the model may send it later."""
     with self._lock:
         entry = self._batches.get(batch_id)
         if entry is None: return   # the reader saw the stub die first: the batch failed already
         requests, fut = entry
         apply_release_flags(requests, flags)
-        if not self.decoupled or all(r.done or r.rescheduled for r in requests): del self._batches[batch_id]
+        if out is not None or all(r.done or r.rescheduled for r in requests): del self._batches[batch_id]
         fut.set_result((out, timing, failed))
 
 @patch
@@ -539,7 +540,7 @@ def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
     except BaseException as e:   # SystemExit and friends: the batch fails, the stub serves on (as the thread mode)
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
-    if not self.instance.decoupled or all(r.done or r.rescheduled for r in requests): self.running.pop(batch_id, None)
+    if out is not None or all(r.done or r.rescheduled for r in requests): self.running.pop(batch_id, None)
     return ('done', batch_id, out, timing, failed, release_flags(requests))
 
 @patch
