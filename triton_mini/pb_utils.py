@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_pb_utils.ipynb #887e9435
 from __future__ import annotations
-import asyncio, contextvars, json, logging, operator, queue, threading, weakref
+import asyncio, contextvars, json, logging, operator, os, queue, sys, threading, weakref
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -119,10 +119,18 @@ class ModelContext:
     metric_families: list = field(default_factory=list)  # where MetricFamily registers (the server's list)
     instance_name: str = ''           # e.g. add_sub_0_0: Triton names the instance in some error messages
     owned: weakref.WeakSet = field(default_factory=weakref.WeakSet)  # the MetricFamily objects this instance created
+    phase: str = 'execute'            # 'initialize' until it returned, 'finalize' from its start: BLS only in 'execute'
+    package: str = ''                 # what bind_context set: the model's package and folder, for threads without a context
+    folder: str = ''
 
 _model_context: contextvars.ContextVar = contextvars.ContextVar('triton_mini_model_context', default=None)
+_bound: dict = {}   # a model's package (triton_mini_models.m<n>_<model>_<version>) -> its instance's context
+_one_instance = False   # a stub process sets it: its one bound context is every thread's
 
-def current_context() -> ModelContext | None: return _model_context.get()
+def current_context() -> ModelContext | None:
+    "The running model's context: this thread's or task's, else that of the model whose code called (any thread it started)."
+    ctx = _model_context.get()
+    return ctx if ctx is not None or not _bound else _context_of_caller()
 
 def set_context(ctx:ModelContext):
     "Make `ctx` the model context of the current thread / task; returns a token for `reset_context`."
@@ -135,6 +143,25 @@ def _server(what:str):
     if ctx is None or ctx.server is None:
         raise TritonModelException(f'{what} needs a running server: this model is not running inside triton_mini')
     return ctx.server
+
+# %% ../nbs/04_pb_utils.ipynb #93da9458
+def bind_context(ctx:ModelContext, package:str, folder:str):
+    "Let threads without a context find `ctx`: by the model's package, or by the model's folder."
+    ctx.package, ctx.folder = package, folder
+    _bound[package] = ctx
+
+def unbind_context(ctx:ModelContext): _bound.pop(ctx.package, None)
+
+def _context_of_caller() -> ModelContext | None:
+    "The context of the innermost model frame on this thread's stack; in a stub process, else its one instance's."
+    bound, f = list(_bound.values()), sys._getframe(2)
+    while f is not None:
+        name = f.f_globals.get('__name__') or ''
+        if name.startswith('triton_mini_models.') and (ctx := _bound.get('.'.join(name.split('.', 2)[:2]))) is not None: return ctx
+        folder = os.path.dirname(f.f_code.co_filename)
+        if (ctx := next((c for c in bound if c.folder == folder), None)) is not None: return ctx
+        f = f.f_back
+    return bound[0] if _one_instance and len(bound) == 1 else None
 
 # %% ../nbs/04_pb_utils.ipynb #9a78e88b
 def get_model_dir() -> str:
@@ -319,6 +346,8 @@ class _ResponseIterator:
 @patch
 def _start(self:InferenceRequest, decoupled:bool, on_final=None) -> _ResponseIterator:
     "Submit this request to the server; whatever happens ends up in the returned iterator."
+    if (ctx := current_context()) is not None and ctx.phase != 'execute':   # Triton's stub: not in initialize nor finalize
+        raise TritonModelException("BLS is only supported during the 'execute' function.")
     server, it = _server('BLS'), _ResponseIterator(on_final)
     try:
         if not decoupled and _is_decoupled(server, self._model_name, self._model_version):

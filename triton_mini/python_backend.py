@@ -126,9 +126,10 @@ class PythonModelInstance(ModelInstance):
         self.declared = [o.name for o in cfg.output]
         self._declared_set = set(self.declared)
         self.context = pb_utils.ModelContext(args.model_name, args.version_dir, server,
-                                             metric_families if metric_families is not None else [], self.name)
+                                             metric_families if metric_families is not None else [], self.name, phase='initialize')
         self.timing, self._loop = (0, 0, 0), None
         self.model = self._call(self._create)
+        self.context.phase = 'execute'   # BLS works from now on, from any thread of the model
 
     def execute(self, requests:list):
         "Run one batch through the model (defined below, step by step)."
@@ -136,6 +137,7 @@ class PythonModelInstance(ModelInstance):
 
     def _create(self):
         with model_argv(): self._module = import_model_file(self.model_file, self.args.model_version)
+        pb_utils.bind_context(self.context, self._module.__name__.rpartition('.')[0], str(self.model_file.parent))
         try:
             model = self._module.TritonPythonModel()
             if hasattr(model, 'initialize'):
@@ -143,7 +145,7 @@ class PythonModelInstance(ModelInstance):
                     with model_argv(): model.initialize(initialize_args(self.args))
                 except KeyboardInterrupt: raise
                 except BaseException as e: raise TritonError(_format_exception(e, self.model_file), 'INTERNAL') from None
-        except BaseException: release_model_module(self._module); raise
+        except BaseException: release_model_module(self._module); pb_utils.unbind_context(self.context); raise
         return model
 
     def _call(self, fn, *a):
@@ -236,17 +238,20 @@ def _run_batch(self:PythonModelInstance, requests:list):
     finally: pb_utils.reset_context(token)
     t2 = time.perf_counter_ns()
     for i in rescheduled: requests[i].release_flags = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
-    out = None if self.decoupled else self._responses(requests, result)
+    out = None if self.decoupled else self._responses(requests, result, pb_requests)
     self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
     return out
 
 @patch
-def _responses(self:PythonModelInstance, requests:list, result):
-    "One core response per request; requests the model already answered through its sender are left alone."
+def _responses(self:PythonModelInstance, requests:list, result, pb_requests:list=()):
+    "One core response per request; requests the model answered (or will answer) through its sender are left alone."
     if result is None:
         missing = self._failure('execute() returned None without sending a response, but a model that is not decoupled must '
                                 'return a list with one InferenceResponse per request\n')
-        return self._deliver(requests, [InferenceResponse(error=missing) for _ in requests])
+        senders = [getattr(pb, '_sender', None) is not None for pb in pb_requests] or [False] * len(requests)
+        for r, sender in zip(requests, senders):
+            if not sender and not r.done: r.send(InferenceResponse(error=missing), True)
+        return None   # the senders answer the others, now or later (a thread of the model)
     return self._deliver(requests, [None if r.rescheduled else self._response(r, pb) for r, pb in zip(requests, result)])
 
 @patch
@@ -274,11 +279,14 @@ def _fail_all(self:PythonModelInstance, requests, err):
 
 @patch
 def finalize(self:PythonModelInstance):
-    "Call the model's finalize, then stop the instance's event loop (its metric families stay, as in Triton)."
+    "Call the model's finalize (what it raises is logged, as Triton's stub does), then stop the instance's event loop (its metric families stay, as in Triton)."
+    self.context.phase = 'finalize'
     try:
         if hasattr(self.model, 'finalize'): self._call(self.model.finalize)
+    except Exception as e: log.info(_format_exception(e, self.model_file))
     finally:
         release_model_module(self._module)
+        pb_utils.unbind_context(self.context)
         pb_utils._abandon_families(self.context)
         if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
 

@@ -203,7 +203,6 @@ def _start_loop(todo:queue.SimpleQueue):
 _starter_lock = threading.Lock()
 os.register_at_fork(after_in_child=_starter_lock._at_fork_reinit)
 
-
 # %% ../nbs/04c_stub_process.ipynb #3545e9c7
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
 log = logging.getLogger('triton_mini.stub')
@@ -321,13 +320,14 @@ def _handle(self:StubModelInstance, msg) -> bool:
 
 @patch
 def _finish(self:StubModelInstance, batch_id, out, timing, failed, flags=None):
-    "A batch ended in the stub; a decoupled batch stays registered until its requests have their final response."
+    """A batch ended in the stub; a batch answered through senders (a decoupled one, or `None` returned) stays
+    registered until its requests have their final response: a thread of the model may send it later."""
     with self._lock:
         entry = self._batches.get(batch_id)
         if entry is None: return   # the reader saw the stub die first: the batch failed already
         requests, fut = entry
         apply_release_flags(requests, flags)
-        if not self.decoupled or all(r.done or r.rescheduled for r in requests): del self._batches[batch_id]
+        if out is not None or all(r.done or r.rescheduled for r in requests): del self._batches[batch_id]
         fut.set_result((out, timing, failed))
 
 @patch
@@ -375,6 +375,7 @@ def _exited(self:StubModelInstance):
     for ch in (self.work, self.side):
         try: ch.sock.shutdown(socket.SHUT_RD)
         except OSError: pass
+
 
 
 # %% ../nbs/04c_stub_process.ipynb #eba6bfc3
@@ -504,6 +505,7 @@ def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini.python_backend import PythonModelInstance
     from triton_mini import pb_utils
     pb_utils._metric_changed = lambda m, op, value: self.send(('metric_op', m.family.name, m.labels, op, value))
+    pb_utils._one_instance = True   # every thread of this process is the model's: BLS, metrics and logs work from any
     try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self))
     except BaseException as e:
         self.send(('error', e if isinstance(e, TritonError) else TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')))
@@ -538,7 +540,7 @@ def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
     except BaseException as e:   # SystemExit and friends: the batch fails, the stub serves on (as the thread mode)
         from triton_mini.scheduler import execute_failure
         out, failed, timing = [InferenceResponse(error=execute_failure(self.instance, e))] * len(requests), True, None
-    if not self.instance.decoupled or all(r.done or r.rescheduled for r in requests): self.running.pop(batch_id, None)
+    if out is not None or all(r.done or r.rescheduled for r in requests): self.running.pop(batch_id, None)
     return ('done', batch_id, out, timing, failed, release_flags(requests))
 
 @patch
