@@ -6,7 +6,7 @@ callouts, links between pages). The fixture's HTML is checked directly; then hea
 of both sites and checks titles, sidebar, links, anchors, images, console errors and that nothing is fetched
 from outside the site. Screenshots of the home page and of the batching page go to tests/artifacts/.
 """
-import base64, re, shutil, struct, sys, threading, urllib.error, urllib.parse, urllib.request, zlib
+import base64, html, re, shutil, struct, sys, threading, urllib.error, urllib.parse, urllib.request, zlib
 from functools import partial
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -116,7 +116,7 @@ def test_nbdev_processing_applied(fixture_site):
     assert 'hidden-cell-marker' not in page and 'default_exp' not in page and '#|' not in page
     assert re.search(r'<h3 id="add_sub">add_sub', page), 'show_doc heading with the id nbdev links to'
     assert 'Add and subtract, like the add_sub model.' in page and 'The first input' in page
-    assert 'return a+b, a-b' not in page, '#| export source is documented by show_doc, not shown'
+    assert 'return a+b, a-b' in html.unescape(re.sub(r'<[^>]+>', '', page)), 'the site shows exported code (issue 43), then its show_doc'
     assert re.search(r'<details class="code-fold" open[^>]*>\s*<summary>Exported source</summary>', page)
     assert 'echo-false-output' in page and 'echo-false-source' not in page
 
@@ -135,11 +135,15 @@ def test_links_images_widgets(fixture_site):
 def test_rewrite_links():
     nbs, ids = ROOT / 'nbs', {'05_scheduler.html': ('05_scheduler.html', {'dynamicbatcher'}),
                               'scheduler.html': ('05_scheduler.html', {'dynamicbatcher'})}
-    fix = lambda h: build_docs.rewrite_links(f'<a href="{h}">', ids, nbs, 'https://x.io/triton_mini/', ROOT,
-                                             'https://github.com/o/r/blob/main/')
+    files = set()
+    fix = lambda h: build_docs.rewrite_links(f'<a href="{h}">', ids, nbs, 'https://x.io/triton_mini/', ROOT, files,
+                                             'https://github.com/o/r')
     assert fix('05_scheduler.ipynb#dynamicbatcher') == '<a href="05_scheduler.html#dynamicbatcher">'
     assert fix('https://x.io/triton_mini/scheduler.html#dynamicbatcher.run') == '<a href="05_scheduler.html#dynamicbatcher">'
-    assert fix('../settings.ini') == '<a href="https://github.com/o/r/blob/main/settings.ini">'
+    assert fix('../settings.ini') == '<a href="files/settings.ini.html">' and files == {'settings.ini'}
+    assert fix('../bench') == '<a href="files/bench/index.html">'
+    assert build_docs.rewrite_links('<a href="https://github.com/o/r/blob/main/x.py#L3" style="x">source</a>!', ids, nbs,
+                                    git_url='https://github.com/o/r') == '!', 'nbdev source links are dropped'
     assert fix('https://example.com/a.ipynb') == '<a href="https://example.com/a.ipynb">'
 
 def test_refuses_foreign_folder(tmp_path):

@@ -46,8 +46,11 @@ def notebooks(nbs_path):
 # One fresh interpreter per notebook, as nbdev's spawned workers: nbdev's processors execute notebook code (and
 # IPython takes over __main__), so nothing may leak from one notebook into the next. nbdev finds settings.ini from
 # the working directory, and the notebooks import the package from the project folder even without an install.
+# nbdev's `rm_export` drops the source of every `#| export` cell (the page would show only the signatures that
+# `add_show_docs` adds after it); the site teaches the code, so the worker keeps it (nbdev's `#| exports`, for all).
 _WORKER = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[3]); "
            "import nbdev.serve_drv, nbdev.processors; "
+           "nbdev.processors._hide_dirs = nbdev.processors._hide_dirs - {'export'}; "
            "nbdev.serve_drv.main((Path(sys.argv[1]), Path(sys.argv[2]), nbdev.processors.FilterDefaults))")
 
 def _proc_one(src:Path, dst:Path, root:Path):
@@ -322,16 +325,22 @@ def _doc_fragment(frag:str, ids:set)->str:
     while frag and frag not in ids: frag = frag.rpartition('.')[0]
     return f'#{frag}' if frag else ''
 
+FILES = 'files'   # the site's folder for the repository files pages link to (bench results, tests, settings.ini)
+
 def rewrite_links(
     page_html:str,      # One rendered page
     ids:dict,           # Page file name (and Quarto's output-file name) -> (page file name, ids on that page)
     nbs_path:Path,      # The notebook folder, which relative links start from
     doc_base:str='',    # This project's docs URL (settings.ini doc_host + doc_baseurl), which nbdev links to
     repo_root:Path=None,# The repository, for relative links to files that are not pages
-    git_blob:str='',    # `{git_url}/blob/{branch}/`
+    files:set=None,     # Collects the repository paths linked to, which `write_files` renders into the site
+    git_url:str='',     # settings.ini's git_url: nbdev's "source" links into it are dropped
 )->str:
     """Make links work on this site: `x.ipynb(#a)` -> `x.html(#a)`; nbdev's links into this project's published
-    docs -> the local page; relative links to other files of the repository -> the file on GitHub."""
+    docs -> the local page; relative links to other files of the repository -> that file rendered into the site
+    (`files/...html`), so no link leads out to a repository that may not be published. nbdev's "source" links
+    (to `git_url`) are dropped: the page shows the exported code itself."""
+    if git_url: page_html = re.sub(r'<a [^>]*href="' + re.escape(git_url.rstrip('/')) + r'/[^"]*"[^>]*>source</a>', '', page_html)
     def local(url):
         parts = urlsplit(url)
         if doc_base and url.startswith(doc_base):
@@ -345,14 +354,50 @@ def rewrite_links(
         if path.endswith('.ipynb') and path[:-6] + '.html' in ids: return path[:-6] + '.html' + frag
         if path in ids or ((Path(nbs_path)/path).is_file() and Path(path).suffix.lower() in ASSET_EXTS): return url
         target = (Path(nbs_path)/path).resolve()
-        if git_blob and repo_root and target.exists() and target.is_relative_to(Path(repo_root).resolve()):
+        if repo_root and target.exists() and target.is_relative_to(Path(repo_root).resolve()):
             rel = target.relative_to(Path(repo_root).resolve()).as_posix()
-            return (git_blob.replace('/blob/', '/tree/', 1) + rel) if target.is_dir() else git_blob + rel + frag
+            if files is not None: files.add(rel)
+            return f'{FILES}/{rel}/index.html' if target.is_dir() else f'{FILES}/{rel}.html' + frag
         return url
     def fix(m):
         q, url = m.group(1), html.unescape(m.group(2))
         return f'href={q}{html.escape(local(url))}{q}'
     return re.sub(r'\bhref=(["\'])(.*?)\1', fix, page_html)
+
+def _file_page(title:str, body:str)->str:
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+            f'<title>{html.escape(title)}</title><link rel="stylesheet" href="{{css}}"></head>'
+            f'<body><main class="content file"><h1>{html.escape(title)}</h1>{body}</main></body></html>')
+
+def write_files(rels:set, repo_root:Path, out_dir:Path):
+    """Render the repository files pages link to into `out_dir/files/`: Markdown as HTML, other text highlighted,
+    a folder as a list of its files (each rendered too)."""
+    from pygments import highlight
+    from pygments.lexers import get_lexer_for_filename, TextLexer
+    from pygments.util import ClassNotFound
+    todo, done = sorted(rels), set()
+    while todo:
+        rel = todo.pop()
+        if rel in done: continue
+        done.add(rel)
+        src, dst = Path(repo_root)/rel, out_dir/FILES/rel
+        if src.is_dir():
+            kids = sorted(p for p in src.iterdir() if not p.name.startswith(('.', '_')) and (p.is_file() or p.is_dir()))
+            todo += [p.relative_to(repo_root).as_posix() for p in kids]
+            items = ''.join(f'<li><a href="{html.escape(p.name)}{"/index" if p.is_dir() else ""}.html">{html.escape(p.name)}</a></li>' for p in kids)
+            page, dst = _file_page(rel + '/', f'<ul>{items}</ul>'), dst/'index.html'
+        else:
+            try: text = src.read_text(encoding='utf-8')
+            except (UnicodeDecodeError, OSError): continue
+            if src.suffix == '.md': body = MarkdownWithMath(renderer=IPythonRenderer(escape=False)).render(text)
+            else:
+                try: lexer = get_lexer_for_filename(src.name)
+                except ClassNotFound: lexer = TextLexer()
+                body = highlight(text, lexer, HtmlFormatter(cssclass='highlight'))
+            page, dst = _file_page(rel, body), dst.with_name(dst.name + '.html')
+        depth = len(dst.relative_to(out_dir).parts) - 1
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(page.replace('{css}', '../' * depth + 'site.css'), encoding='utf-8')
 
 # ---------------------------------------------------------------------------------------------------------
 # The site
@@ -435,14 +480,14 @@ def build_docs(
     ids |= {p['output_file']: (p['href'], p['ids']) for p in pages if p['output_file'] and p['output_file'] not in ids}
     # the published site's address, as nbdev's doc links spell it (nbdev.doclinks._qual_sym)
     doc_base = urljoin(cfg['doc_host'] + '/', cfg.get('doc_baseurl', '')).rstrip('/') + '/' if cfg.get('doc_host') else ''
-    git_blob = f"{cfg['git_url'].rstrip('/')}/blob/{cfg.get('branch', 'main')}/" if cfg.get('git_url') else ''
     _prepare_out(out_dir)
-    written = []
+    written, files = [], set()
     for body, page in zip(rendered, pages):
-        body = rewrite_links(body, ids, nbs_path, doc_base, root, git_blob)
+        body = rewrite_links(body, ids, nbs_path, doc_base, root, files, cfg.get('git_url', ''))
         (out_dir/page['href']).write_text(body, encoding='utf-8')
         written.append(out_dir/page['href'])
 
+    write_files(files, root, out_dir)
     (out_dir/'site.css').write_text(_site_css(), encoding='utf-8')
     styles = nbs_path/'styles.css'
     (out_dir/'styles.css').write_text(styles.read_text() if styles.exists() else '', encoding='utf-8')
