@@ -242,3 +242,13 @@ def test_ray_flag_without_ray_says_what_to_install(tmp_path):
     code = "import sys; sys.modules['ray'] = None; from triton_mini.cli import main; sys.exit(main(['--ray']))"
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and 'pip install "triton-mini[ray]"' in r.stderr
+
+
+@pytest.mark.oracle
+def test_load_log_lines_as_triton(tmp_path, real_triton, mini_process):
+    "Each model's load is logged as Triton 2.51 logs it, as it starts ('loading: m:1') and when it is done."
+    for name in ('first', 'second'): write_model(tmp_path, name, SLEEPY_CFG.replace('sleepy', name), SLEEPY)
+    def load_lines(s):
+        return sorted(l.split('] ', 1)[1] for l in s.lines if '] "loading: ' in l or '] "successfully loaded' in l)
+    theirs, ours = load_lines(real_triton(tmp_path)), load_lines(mini_process(tmp_path))
+    assert ours == theirs == ['"loading: first:1"', '"loading: second:1"', '"successfully loaded \'first\'"', '"successfully loaded \'second\'"']

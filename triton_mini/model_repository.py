@@ -189,9 +189,10 @@ def _load_version(self:ModelRepository, entry:ModelEntry, cfg:ModelConfig, v:int
     if old is None or old.state != READY: entry.versions[v] = st  # show LOADING
     try:
         if problem is not None: raise problem
+        log.info(f"loading: {entry.name}:{v}")   # Triton's line as a load starts, so a slow load is not silence
         handle = self.loader.load(cfg, v, entry.model_dir) if self.loader is not None else None
         st.state, st.handle = READY, handle
-        log.info(f"successfully loaded '{entry.name}' version {v}")
+        log.info(f"successfully loaded '{entry.name}'")   # Triton 2.51's words (no version)
     except ModelLoadError:   # the model as a whole was refused: its versions stay as they were (Triton)
         if entry.versions.get(v) is st:
             if old is None: del entry.versions[v]
