@@ -195,10 +195,11 @@ class TritonServer:
         self.response_cache = response_cache
 
     def default_backends(self) -> BackendRegistry:
-        "The backends a new server knows: Python and ONNX Runtime (built when a model first needs them), the seed's teaching backends."
+        "The backends a new server knows: Python, ONNX Runtime and FIL (built when a model first needs them), the seed's teaching backends."
         reg = BackendRegistry([IdentityBackend(), ClassificationBackend(), LLMBackend()])
         reg.register_lazy('python', 'model.py', lambda: backend_class('python')(self, self.metric_families, self.python_backend_mode))
         reg.register_lazy('onnxruntime', 'model.onnx', lambda: backend_class('onnxruntime')())
+        reg.register_lazy('fil', None, lambda: backend_class('fil')())   # tree models; its file depends on model_type (04d)
         return reg
 
     def __repr__(self): return f'TritonServer({self.repository!r})'
@@ -206,6 +207,7 @@ class TritonServer:
 # %% ../nbs/07_server.ipynb #c509450c
 BACKEND_CLASSES = {'python': 'triton_mini.python_backend:PythonBackend',        # name -> 'module:attribute'
                    'onnxruntime': 'triton_mini.onnx_backend:ONNXRuntimeBackend',
+                   'fil': 'triton_mini.fil_backend:FILBackend',
                    'python-based': 'triton_mini.python_backend:PythonBasedBackend',
                    'find-python-based': 'triton_mini.python_backend:find_python_based_backend'}
 
