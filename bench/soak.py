@@ -90,11 +90,20 @@ def client(port:int, seed:int, stop:threading.Event, counts:Counters, hostile_sh
                 http_fuzz.check(case, status, body); bad.add(True)
             except (AssertionError, TimeoutError, OSError) as e: bad.add(False, f'hostile: {e} {case.wire()[:120]!r}')
             continue
+        fresh = conn is None or r.random() < 0.01    # connection churn
         try:
-            if conn is None or r.random() < 0.01:    # connection churn
+            if fresh:
                 if conn is not None: conn.close()
                 conn = http.client.HTTPConnection('127.0.0.1', port, timeout=30)
-            counts.add(*valid_request(conn, r))
+            state = r.getstate()
+            try: result = valid_request(conn, r)
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                if fresh: raise
+                # a kept-alive connection the server had closed (idle past its timeout while this thread was starved
+                # of CPU): retried once on a new one, as HTTP clients do; a fresh connection failing still counts
+                conn.close(); conn = http.client.HTTPConnection('127.0.0.1', port, timeout=30); r.setstate(state)
+                result = valid_request(conn, r)
+            counts.add(*result)
         except (OSError, http.client.HTTPException) as e:
             counts.add(False, f'valid: {e!r}')
             conn = None
@@ -205,6 +214,11 @@ def main():
     a = ap.parse_args()
     repo = copy_models(Path(tempfile.mkdtemp()) / 'models', *(f'conformance/{m}' for m in ('add_sub', 'identity_int32', 'gen', 'decoupled', 'identity_bytes')),
                        *(f'sequence/{m}' for m in grpc_fuzz.SEQ_MODELS))
+    # a client thread starved of CPU for a second (CI on 2 busy cores) would lose its sequence to the default 1 s idle
+    # timeout between two steps; 3 s leaves room for that, while sequences hostile clients abandon still free their slot
+    # soon (at 60 s they held every slot and valid sequences timed out waiting)
+    cfg = repo / 'seq_string' / 'config.pbtxt'
+    cfg.write_text(cfg.read_text().replace('sequence_batching {', 'sequence_batching {\n  max_sequence_idle_microseconds: 3000000', 1))
     # model control mode none: hostile loads are refused (explicit mode would let http_fuzz's loads replace add_sub;
     # deep and huge load configs are exercised by tests/test_grpc_fuzz.py's heavy cases instead)
     s = MiniProcess(repo, '--http-header-timeout-secs=10', '--http-body-timeout-secs=10', *a.mini_flag)
