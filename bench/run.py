@@ -376,10 +376,11 @@ def write_load(work:Path) -> Path:
     return script
 
 def python_backend_mode() -> str:
-    "The mode triton-mini ran Python models in: its --python-backend-mode flag, else the server's default."
+    "The mode triton-mini ran Python models in: its --python-backend-mode flag, else the command's default."
     for f in MINI_FLAGS:
         if f.startswith('--python-backend-mode='): return f.split('=', 1)[1]
-    return os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'   # TritonServer's default (07_server)
+    # what `triton-mini` serves with when no flag says: stub processes since issue 42 (threads before: see the JSON's date)
+    return os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'process'   # SERVED_PYTHON_BACKEND_MODE (07_server)
 
 def summary(rs:list) -> dict:
     "Medians over rounds of one (server, workload, concurrency), and each round's req/s."

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
-from perf_report import LABELS, TARGETS, evaluate, markdown
+from perf_report import LABELS, SERVED_DEFAULT_MODE, TARGETS, evaluate, markdown, run_caption
 
 
 def run_of(results:dict) -> dict:
@@ -27,6 +27,7 @@ def test_each_target_is_met_not_met_or_not_measured():
 def test_the_table_says_so():
     data = run_of({'identity': {'triton': {c: (100, 1.0) for c in (1, 8, 64)}, 'mini': {c: (190, 0.9) for c in (1, 8, 64)}}})
     md = markdown(data)
+    assert '| triton-mini req/s (thread mode) |' in md                             # a run without the key: before the flip
     assert '| identity FP32[1,16], JSON | 8 | 100 | 190 | 1.90× | 0.90× | req/s ≥ 1.8×: 1.90× met; p99 ≤ 1×: 0.90× met |' in md
     assert 'req/s ≥ 3×: not measured' not in md                                    # workloads not in the run: no rows
     assert md.endswith('6 of 6 targets met in this run.')                          # nor targets
@@ -46,3 +47,17 @@ def test_grpc_rows():
     assert f'| {LABELS["grpc_unary"]} | 64 | 1,000 | — | — | — | req/s ≥ 1.2×: not measured |' in md
     assert f'| {LABELS["grpc_stream"]} | 8 | 1,000 | 1,400 | 1.40× | — | req/s ≥ 1.5×: 1.40× **not met** |' in md
     assert md.endswith('3 of 6 targets met in this run.')
+
+
+def test_the_caption_says_which_mode_the_rows_used(tmp_path):
+    "A run in thread mode says it is not the served default (issue 42); a run in the default mode says nothing more."
+    from triton_mini.server import SERVED_PYTHON_BACKEND_MODE
+    assert SERVED_DEFAULT_MODE == SERVED_PYTHON_BACKEND_MODE
+    data = {'date': '2026-12-06 10:00', 'commit': 'abc1234', 'machine': '2 cores', 'load_before': 0, 'load_after': 0,
+            'command': 'python bench/run.py --matrix', 'settings': {'rounds': 1, 'duration_s': 1, 'warmup_s': 1, 'concurrency': [1]},
+            'workloads': {}}
+    thread = run_caption({**data, 'python_backend_mode': 'thread'}, tmp_path / 'x-matrix.json')
+    assert '**thread mode** (every triton-mini row; not the served default, stub processes since issue 42' in thread
+    process = run_caption({**data, 'python_backend_mode': 'process'}, tmp_path / 'x-matrix.json')
+    assert '**process mode**;' in process and 'served default' not in process
+    assert '(process mode)' in markdown({**data, 'python_backend_mode': 'process'}).splitlines()[0]

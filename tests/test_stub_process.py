@@ -110,6 +110,85 @@ def test_a_dying_stub_answers_as_triton_and_the_others_serve(mini_process, repo)
     assert 'initialize healthy_0_1 pid=' in s.log()                         # the stub's log, in the server's
 
 
+# How a model can break its process, and what real Triton 2.51 answers for it (observed, and compared live below): a
+# stub that exits or segfaults fails that request and every later one of its instance; a SystemExit is an error of
+# that batch like any other exception (its stub serves on). Everything else serves on in both cases.
+BREAKS = {'exits': 'os._exit(3)', 'segfaults': 'ctypes.string_at(0)', 'raises_system_exit': 'raise SystemExit(3)'}
+BREAKING = """
+import ctypes, os
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            if x[0] < 0: BREAK
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x * 2), pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]))
+        return out
+"""
+
+
+@pytest.fixture
+def breaking_repo(tmp_path):
+    r = tmp_path / 'models'
+    for name, how in BREAKS.items(): write(r, name, BREAKING.replace('BREAK', how), CONFIG)
+    write(r, 'healthy', MODEL, CONFIG)
+    return r
+
+
+def break_each(port) -> dict:
+    "Per breaking model: its answers to a good request, a breaking one and a good one again; then whether every model is ready and 'healthy' answers."
+    out = {}
+    for name in BREAKS:
+        out[name] = [infer(port, name, 1), infer(port, name, -1), infer(port, name, 1)]
+        out[name].append([http(port, 'GET', f'/v2/models/{m}/ready')[0] for m in [*BREAKS, 'healthy']] + [infer(port, 'healthy', 2)[0]])
+    for answers in out.values():
+        for status, body in answers[:3]:
+            if status == 200: body['outputs'] = [o for o in body['outputs'] if o['name'] != 'PID']   # a pid differs from run to run
+    return out
+
+
+def test_the_command_runs_each_instance_in_a_stub_by_default(mini_process, breaking_repo):
+    "`triton-mini` with no flags (issue 42): os._exit, a segfault and SystemExit in a model leave the server and every other model serving."
+    s = mini_process(breaking_repo, env={'TRITON_MINI_PYTHON_BACKEND_MODE': ''})   # the environment of this run must not choose
+    assert len(stubs(s.ps.pid)) == 4
+    assert infer(s.http_port, 'healthy', 1)[1]['outputs'][1]['data'][0] != s.ps.pid
+    got = break_each(s.http_port)
+    ok = (200, {'model_name': 'exits', 'model_version': '1', 'outputs': [{'name': 'OUT', 'datatype': 'FP32', 'shape': [1], 'data': [2.0]}]})
+    for name in ('exits', 'segfaults'):
+        dead = (500, {'error': f"Stub process '{name}_0' is not healthy."})
+        assert got[name] == [(200, {**ok[1], 'model_name': name}), dead, dead, [200, 200, 200, 200, 200]]
+    name = 'raises_system_exit'
+    failed = (500, {'error': f"Failed to process the request(s) for model '{name}_0', message: SystemExit: 3\n\nAt:\n"
+                             f"  {breaking_repo / name / '1' / 'model.py'}(11): execute\n"})
+    assert got[name] == [(200, {**ok[1], 'model_name': name}), failed, (200, {**ok[1], 'model_name': name}), [200] * 5]
+    assert http(s.http_port, 'GET', '/v2/health/live')[0] == 200 and s.proc.poll() is None
+    assert len(stubs(s.ps.pid)) == 2                                     # the two dead stubs stay dead, as in Triton 2.51
+    modes = [l for l in s.log().splitlines() if 'Python backend mode' in l]
+    assert len(modes) == 1 and 'Python backend mode: process' in modes[0], modes
+
+
+@pytest.mark.oracle
+def test_a_breaking_model_answers_like_real_triton(real_triton, mini_process, breaking_repo):
+    "The same repository on real Triton 2.51 and on `triton-mini` with no flags: the same answers, texts included."
+    triton = break_each(real_triton(breaking_repo).http_port)
+    mini = break_each(mini_process(breaking_repo, env={'TRITON_MINI_PYTHON_BACKEND_MODE': ''}).http_port)
+    assert mini == triton
+
+
+def test_thread_mode_is_chosen_explicitly_and_says_so(mini_process, repo):
+    "`--python-backend-mode=thread`: no stubs (but for a model whose parameter asks for one), and the startup log says thread."
+    (repo / 'threaded' / 'config.pbtxt').write_text(CONFIG + 'parameters { key: "python_backend_mode" value { string_value: "process" } }\n')
+    s = mini_process(repo, '--python-backend-mode=thread')
+    assert len(stubs(s.ps.pid)) == 1                                    # 'threaded' asks for a process here
+    assert infer(s.http_port, 'healthy', 1)[1]['outputs'][1]['data'] == [s.ps.pid]
+    assert infer(s.http_port, 'threaded', 1)[1]['outputs'][1]['data'] != [s.ps.pid]
+    modes = [l for l in s.log().splitlines() if 'Python backend mode' in l]
+    assert len(modes) == 1 and 'Python backend mode: thread' in modes[0], modes
+
+
 def test_decoupled_responses_stream_from_the_stub(mini, repo):
     from triton_mini.backend import InferenceRequest
     import numpy as np

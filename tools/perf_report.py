@@ -14,6 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / 'bench' / 'results'
 
+# The mode `triton-mini` runs Python models in when no flag says (issue 42; triton_mini.server.SERVED_PYTHON_BACKEND_MODE):
+# a run in another mode says so in its caption, so no figure is read as the default's.
+SERVED_DEFAULT_MODE = 'process'
+MODE_WORDS = {'process': 'stub processes', 'thread': 'threads'}
+
 # The workloads in README's order, with the words the table uses.
 # gRPC rows count inferences/s (a ModelStreamInfer stream carries 32); their p50/p99 are per call, or per whole stream.
 LABELS = {'identity': 'identity FP32[1,16], JSON', 'mlp': 'numpy MLP, no batching', 'mlp_batched': 'MLP, dynamic batching 2 ms',
@@ -76,7 +81,8 @@ def markdown(data) -> str:
     targets = evaluate(data)
     has = lambda kind: any(kind in w['results'] for w in data['workloads'].values())
     others = [(k, n) for k, n in (('mlserver', 'MLServer'), ('uvicorn', 'bare uvicorn')) if has(k)]
-    lines = ['| workload | c | Triton req/s | triton-mini req/s | mini / Triton | p99 mini / Triton | '
+    mode = data.get('python_backend_mode', 'thread')
+    lines = [f'| workload | c | Triton req/s | triton-mini req/s ({mode} mode) | mini / Triton | p99 mini / Triton | '
              + ''.join(f'{n} / Triton | ' for _, n in others) + 'issue 14 targets |',
              '|---|---|---|---|---|---|' + '---|' * len(others) + '---|']
     for w in LABELS:
@@ -95,8 +101,12 @@ def run_caption(data, path:Path) -> str:
     "Which run the table is: date, commit, serving mode, machine, durations, load, command."
     s, flags = data['settings'], ' '.join(data.get('mini_flags') or [])
     where = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path.name
+    mode = data['python_backend_mode']
+    other = '' if mode == SERVED_DEFAULT_MODE else (
+        f" (every triton-mini row; not the served default, {MODE_WORDS[SERVED_DEFAULT_MODE]} since issue 42, which "
+        f"this run did not measure)")
     return (f"Run of {data['date']} (`{where}`): triton-mini at {data['commit']}, Python models in "
-            f"**{data['python_backend_mode']} mode**" + (f' (`{flags}`)' if flags else '') + f"; {data['machine']}; "
+            f"**{mode} mode**" + (f' (`{flags}`)' if flags else '') + other + f"; {data['machine']}; "
             f"{s['rounds']} interleaved rounds of {s['duration_s']} s per concurrency after a {s['warmup_s']} s warm-up, "
             f"medians over rounds; load average {data['load_before']:.1f} before, {data['load_after']:.1f} after; "
             f"`{data['command']}`.")
@@ -106,7 +116,8 @@ def chart(data, path:Path):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    kinds = [(k, n, col) for k, n, col in (('mini', 'triton-mini', '#1f77b4'), ('mlserver', 'MLServer', '#ff7f0e'),
+    mini = f"triton-mini ({data.get('python_backend_mode', 'thread')} mode)"
+    kinds = [(k, n, col) for k, n, col in (('mini', mini, '#1f77b4'), ('mlserver', 'MLServer', '#ff7f0e'),
                                            ('uvicorn', 'bare uvicorn (ceiling)', '#bbbbbb'))
              if any(k in w['results'] for w in data['workloads'].values())]
     groups = [(w, c) for w in LABELS if w in data['workloads'] and 'triton' in data['workloads'][w]['results']

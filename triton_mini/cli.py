@@ -11,7 +11,7 @@ from pathlib import Path
 import triton_mini
 from .tensors import TritonError
 from .errors import VERBOSE
-from .server import TritonServer, run_loop
+from .server import TritonServer, run_loop, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE
 from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     _bool(p, '--strict-readiness', True, 'ready only when every model is ready')
     _bool(p, '--exit-on-error', True, 'exit when a model fails to load at start')
     p.add_argument('--python-backend-mode', choices=('thread', 'process'), default=None,
-                   help="where Python models run: 'process', a stub process per instance as in Triton; 'thread' (default), in the server")
+                   help="where Python models run: 'process' (default, or $TRITON_MINI_PYTHON_BACKEND_MODE), a stub process per "
+                        "instance as in Triton; 'thread', on the server's threads (for breakpoint() in model.py)")
     p.add_argument('--exit-timeout-secs', type=float, default=30, metavar='SECONDS', help='how long shutdown waits for in-flight requests')
     p.add_argument('--id', default='triton', help='server id (server metadata "name")')
     for proto, port in (('http', 8000), ('grpc', 8001), ('metrics', 8002)):
@@ -278,7 +279,8 @@ def start_server(args) -> tuple:
     repos = args.model_repository or [str(example_repository())]
     server = TritonServer(repos, model_control_mode=args.model_control_mode, load_models=args.load_model,
                           strict_model_config=args.strict_model_config or args.disable_auto_complete_config,
-                          server_id=args.id, strict_readiness=args.strict_readiness, python_backend_mode=args.python_backend_mode,
+                          server_id=args.id, strict_readiness=args.strict_readiness,
+                          python_backend_mode=resolve_python_backend_mode(args.python_backend_mode, SERVED_PYTHON_BACKEND_MODE),
                           backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None),
                           model_config_name=args.model_config_name)
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, json, logging, os, textwrap, time
 from pathlib import Path
 
-from .server import TritonServer
+from .server import TritonServer, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE
 from .metrics import MetricsCollector
 from .http_server import HTTPFrontend
 from .asgi import Response, call_asgi
@@ -133,9 +133,11 @@ def _is_repository_control(method:str, path:str) -> bool:
 class TritonReplica:
     "One Ray Serve replica: a TritonServer over `model_repository` and its HTTPFrontend, which answers each request."
     def __init__(self, model_repository:str, model_control_mode:str='none', load_models=(), allow_metrics:bool=True,
+                 python_backend_mode:str|None=None,   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else stub processes, as triton-mini serves
                  **server_options):
-        self.server = TritonServer(model_repository, model_control_mode=model_control_mode,
-                                   load_models=list(load_models), **server_options)
+        self.server = TritonServer(model_repository, model_control_mode=model_control_mode, load_models=list(load_models),
+                                   python_backend_mode=resolve_python_backend_mode(python_backend_mode, SERVED_PYTHON_BACKEND_MODE),
+                                   **server_options)
         self.server.start()
         self.frontend = HTTPFrontend(self.server)
         self.metrics = MetricsCollector(self.server) if allow_metrics else None

@@ -28,10 +28,12 @@ from .trace import TraceManager, TraceSetting, parse_trace_update
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'CHECKED_SHAPES', 'BACKEND_CLASSES', 'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES',
-           'DEFAULT_LOG_SETTINGS', 'InputSpec', 'LoadedModel', 'validate_request', 'check_request', 'TritonServer',
-           'backend_class', 'check_correlation_id', 'check_runtime', 'read_labels', 'call_in_loop', 'Completions',
-           'completions', 'off_loop', 'run_loop', 'output_bytes', 'classify', 'apply_log_settings']
+__all__ = ['log', 'CHECKED_SHAPES', 'SERVED_PYTHON_BACKEND_MODE', 'IN_PROCESS_PYTHON_BACKEND_MODE', 'BACKEND_CLASSES',
+           'MAX_STRING_CORRELATION_ID', 'COMPOSITION_ROOT', 'OFF_LOOP_BYTES', 'DEFAULT_LOG_SETTINGS', 'InputSpec',
+           'LoadedModel', 'validate_request', 'check_request', 'resolve_python_backend_mode',
+           'python_backend_mode_line', 'TritonServer', 'backend_class', 'check_correlation_id', 'check_runtime',
+           'read_labels', 'call_in_loop', 'Completions', 'completions', 'off_loop', 'run_loop', 'output_bytes',
+           'classify', 'apply_log_settings']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -171,17 +173,36 @@ def check_request(m:LoadedModel, req:InferenceRequest):
     m.checked[key] = req.batch_size
 
 # %% ../nbs/07_server.ipynb #d94d0073
+SERVED_PYTHON_BACKEND_MODE = 'process'    # the default when triton_mini serves: the CLI, tritonserver.Server, Ray replicas
+IN_PROCESS_PYTHON_BACKEND_MODE = 'thread' # the default of a TritonServer built in a notebook or a test
+
+def resolve_python_backend_mode(mode:str|None=None, # an explicit choice: 'thread' or 'process'
+                                default:str=IN_PROCESS_PYTHON_BACKEND_MODE) -> str:
+    "The server's Python backend mode: `mode`, else $TRITON_MINI_PYTHON_BACKEND_MODE, else `default`."
+    chosen = mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or default
+    if chosen not in ('thread', 'process'):
+        raise ValueError(f"python_backend_mode must be 'thread' or 'process', got '{chosen}'")
+    return chosen
+
+def python_backend_mode_line(mode:str) -> str:
+    "The startup log's one line on where Python models run."
+    if mode == 'process':
+        return ("Python backend mode: process (each Python model instance runs in its own stub process, as in Triton; "
+                "--python-backend-mode=thread runs them in the server's process)")
+    return ("Python backend mode: thread (Python models run on the server's threads: a crash in one ends the server; "
+            "--python-backend-mode=process gives each instance its own stub process)")
+
+# %% ../nbs/07_server.ipynb #02a1fb7f
 class TritonServer:
     "Triton's core, in process: models, request routing, metadata and statistics."
     def __init__(self, model_repository, *, model_control_mode:str='none', load_models=(), strict_model_config:bool=False,
                  server_id:str='triton', backends:BackendRegistry|None=None, strict_readiness:bool=True,
-                 python_backend_mode:str|None=None,    # 'process': each Python model instance in a stub process (04c)
+                 python_backend_mode:str|None=None,    # 'process': a stub process per Python model instance (04c); 'thread'; None: see above
                  backend_directory:str|Path|None=None, # tritonserver's --backend-directory: where Python-based backends live
                  response_cache:ResponseCache|None=None, # --cache-config's cache (05c); None: no model is cached
                  model_config_name:str=''):              # --model-config-name: configs/<name>.pbtxt where a model has one (02)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
-        # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread' (the variable runs a whole test suite in either mode)
-        self.python_backend_mode = python_backend_mode or os.environ.get('TRITON_MINI_PYTHON_BACKEND_MODE') or 'thread'
+        self.python_backend_mode = resolve_python_backend_mode(python_backend_mode)   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
         self.backend_directory = backend_directory
         self.backends = backends or self.default_backends()
@@ -317,6 +338,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
 @patch
 def start(self:TritonServer, poll_interval_s:float=15.0) -> dict:
     "Load the startup models; returns {model: error} for the ones that failed."
+    log.info(python_backend_mode_line(self.python_backend_mode))
     failures = self.repository.load()
     if self.repository.control_mode == 'poll': self._poller = self.repository.start_polling(poll_interval_s)
     self._started = True

@@ -15,7 +15,8 @@ from . import errors as _errors
 from .tensors import wire_from_numpy, np_dtype, serialize_byte_tensor
 from .backend import InferenceRequest as _CoreRequest
 from .response_cache import cache_from_config
-from .server import TritonServer, call_in_loop, apply_log_settings, DEFAULT_LOG_SETTINGS
+from .server import (TritonServer, call_in_loop, apply_log_settings, DEFAULT_LOG_SETTINGS, resolve_python_backend_mode,
+                                SERVED_PYTHON_BACKEND_MODE)
 from .metrics import MetricsCollector
 
 # %% auto #0
@@ -208,7 +209,8 @@ def _core_server(o:Options) -> TritonServer:
                             'log_verbose_level': int(o.log_verbose)})
     return TritonServer([str(r) for r in repos], model_control_mode=_CONTROL_MODES[ModelControlMode(o.model_control_mode)],
                         load_models=list(o.startup_models), strict_model_config=o.strict_model_config, server_id=o.server_id,
-                        strict_readiness=o.strict_readiness, backend_directory=bd, response_cache=_cache(o.cache_config))
+                        strict_readiness=o.strict_readiness, backend_directory=bd, response_cache=_cache(o.cache_config),
+                        python_backend_mode=resolve_python_backend_mode(None, SERVED_PYTHON_BACKEND_MODE))
 
 # %% ../nbs/08c_tritonserver.ipynb #7c6de4fa
 _PARAMETER_TYPES = (str, int, float, bool)
