@@ -29,7 +29,7 @@ COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'fil_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
-        'scheduler', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server',
+        'scheduler', 'rate_limiter', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server',
         'metrics'}   # the Prometheus rendering, as in Triton's core (TRITONSERVER_MetricsFormatted); metrics_server serves it
 
 def imports_of(module:str) -> set:

@@ -18,6 +18,7 @@ from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics_server import HTTPMetricsServer
 from .openai_frontend import OpenAIFrontend
 from .response_cache import cache_from_config
+from .rate_limiter import parse_rate_limit, parse_rate_limit_resource
 
 log = logging.getLogger('triton_mini.server')
 
@@ -25,8 +26,9 @@ log = logging.getLogger('triton_mini.server')
 __all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'model_table', 'TritonLogFormatter', 'setup_logging', 'str2bool',
            'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository', 'bundled_run',
            'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray', 'main', 'serve', 'free_port', 'wait_for_http',
-           'check_args', 'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols',
-           'check_http_security', 'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
+           'check_rate_limit_args', 'check_args', 'parse_restricted_features', 'parse_restricted_apis',
+           'parse_restricted_protocols', 'check_http_security', 'http_limits', 'trace_setting_from_args',
+           'check_trace_args', 'grpc_options']
 
 # %% ../nbs/10_cli.ipynb #fc9ab092
 def model_table(index:list) -> str:
@@ -131,9 +133,9 @@ def _trace_args(p:argparse.ArgumentParser):
 
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
-# cache libraries, the rate limiter, repository agents, namespacing): accepted, and named in one warning line.
+# cache libraries, repository agents, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
-                 '--rate-limit', '--rate-limit-resource', '--cache-directory',
+                 '--cache-directory',
                  '--metrics-config', '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
@@ -186,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--response-cache-byte-size', type=int, default=None, metavar='BYTES', help='deprecated: --cache-config local,size=BYTES')
     p.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
+    p.add_argument('--rate-limit', default='off', metavar='off|execution_count',
+                   help="'execution_count': an instance executes only when the resources its rate_limiter asks for are free (05d_rate_limiter)")
+    p.add_argument('--rate-limit-resource', action='append', default=[], metavar='NAME:COUNT[:DEVICE]',
+                   help='how many of a rate-limiter resource there are (repeatable; default: the most any instance asks for)')
     for ignored in IGNORED_FLAGS:   # a launch script written for tritonserver starts: these are named in one warning line
         p.add_argument(ignored, action='append', nargs='?', const='true', default=[], metavar='VALUE', help=argparse.SUPPRESS)
     _http_security_args(p)
@@ -282,7 +288,8 @@ def start_server(args) -> tuple:
                           server_id=args.id, strict_readiness=args.strict_readiness,
                           python_backend_mode=resolve_python_backend_mode(args.python_backend_mode, SERVED_PYTHON_BACKEND_MODE),
                           backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None),
-                          model_config_name=args.model_config_name)
+                          model_config_name=args.model_config_name, rate_limit=getattr(args, 'rate_limit_mode', 'off'),
+                          rate_limit_resources=getattr(args, 'rate_limit_resources', []))
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))
@@ -395,8 +402,19 @@ def wait_for_http(url:str, timeout:float=30) -> bool:
     return False
 
 # %% ../nbs/10_cli.ipynb #4e523899
+def check_rate_limit_args(args) -> str | None:
+    "Parse --rate-limit and --rate-limit-resource into `args.rate_limit_mode` and `args.rate_limit_resources`; tritonserver's error, or None."
+    try: args.rate_limit_mode = parse_rate_limit(args.rate_limit)
+    except ValueError as e: return f'Bad option: "--rate-limit".\n{e}'
+    args.rate_limit_resources = []
+    for value in args.rate_limit_resource:
+        try: args.rate_limit_resources.append(parse_rate_limit_resource(value))
+        except ValueError as e: return f'Bad option: "--rate-limit-resource".\n{e}'
+    return None
+
 def check_args(args) -> str | None:
     "The error tritonserver reports for inconsistent flags, or None."
+    if (err := check_rate_limit_args(args)) is not None: return err   # a bad value stops tritonserver's option parsing
     if args.load_model and args.model_control_mode != 'explicit':
         return "Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well."
     if '*' in args.load_model and len(args.load_model) > 1:

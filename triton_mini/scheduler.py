@@ -138,6 +138,7 @@ class Scheduler:
         self._cond, self._stopping, self._threads = threading.Condition(self._lock), False, []
         self._running = {}       # instance name -> the batch it is executing
         self._exec_ns = None     # how long a batch takes, on average (`_took`)
+        self.rate_limiter = None # set by the server with --rate-limit=execution_count (05d_rate_limiter)
         self._init_queue()
 
     def start(self):
@@ -205,6 +206,7 @@ def _next_batch(self:Scheduler, inst:ModelInstance):
 @patch
 def _worker(self:Scheduler, inst:ModelInstance):
     while (batch := self._next_batch(inst)) is not None:   # `_take`, guarded (above)
+        if self.rate_limiter is not None: self._run_limited(inst, batch); continue   # waits for resources: 05d_rate_limiter
         if any(r.cancelled for r in batch) and not (batch := self._drop_cancelled(batch)): continue   # see Cancellation
         batches = [batch, *self._more(inst)]   # more than one only for an instance with `execute_many` (04c)
         self._running[inst.name] = [r for b in batches for r in b]

@@ -23,6 +23,7 @@ from .sequence_batcher import SequenceBatcher, SEQUENCE_START, SEQUENCE_END
 from .ensemble import EnsembleScheduler, validate_ensemble_graph
 from .shared_memory import SharedMemoryRegistry
 from .response_cache import ResponseCache, cache_enabled, serve_from_cache
+from .rate_limiter import RateLimiter, limit_scheduler, unlimit_scheduler
 from .trace import TraceManager, TraceSetting, parse_trace_update
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,9 @@ class TritonServer:
                  python_backend_mode:str|None=None,    # 'process': a stub process per Python model instance (04c); 'thread'; None: see above
                  backend_directory:str|Path|None=None, # tritonserver's --backend-directory: where Python-based backends live
                  response_cache:ResponseCache|None=None, # --cache-config's cache (05c); None: no model is cached
-                 model_config_name:str=''):              # --model-config-name: configs/<name>.pbtxt where a model has one (02)
+                 model_config_name:str='',               # --model-config-name: configs/<name>.pbtxt where a model has one (02)
+                 rate_limit:str='off',                   # --rate-limit: 'execution_count' gates executions by resources (05d)
+                 rate_limit_resources=()):               # --rate-limit-resource values: (name, count, device), device -1 = every one
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         self.python_backend_mode = resolve_python_backend_mode(python_backend_mode)   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
@@ -214,6 +217,7 @@ class TritonServer:
         self._started, self._poller = False, None
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
         self.response_cache = response_cache
+        self.rate_limiter = RateLimiter(rate_limit_resources) if rate_limit == 'execution_count' else None   # 05d_rate_limiter
 
     def default_backends(self) -> BackendRegistry:
         "The backends a new server knows: Python, ONNX Runtime and FIL (built when a model first needs them), the seed's teaching backends."
@@ -282,11 +286,13 @@ def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> Loa
     instances = create_instances(backend, cfg, Path(model_dir), version)
     m = LoadedModel(cfg, version, Path(model_dir), backend_name, None, stats, instances, labels)
     try:
-        m.scheduler = (SequenceBatcher(cfg, instances, stats, model_dir=Path(model_dir)) if cfg.sequence_batching is not None
-                       else create_scheduler(cfg, instances, stats)).start()
+        sched = (SequenceBatcher(cfg, instances, stats, model_dir=Path(model_dir)) if cfg.sequence_batching is not None
+                 else create_scheduler(cfg, instances, stats))
+        if self.rate_limiter is not None: limit_scheduler(sched, self.rate_limiter, cfg)   # --rate-limit=execution_count (05d)
+        m.scheduler = sched.start()
         if cfg.model_warmup: self._warmup(m)   # the config's warmup requests (appendix)
     except BaseException:
-        if m.scheduler is not None: m.scheduler.stop()
+        if m.scheduler is not None: m.scheduler.stop(); unlimit_scheduler(m.scheduler)
         for inst in instances: inst.finalize()
         raise
     return m
@@ -509,6 +515,7 @@ def is_model_ready(self:TritonServer, name:str, version:str='') -> bool:
 def unload(self:LoadedModel, timeout:float|None=None) -> list:
     "Stop the scheduler (queued requests still run, for at most `timeout` s), finalize the instances; returns those abandoned."
     self.abandoned = self.scheduler.stop(self.unload_timeout if timeout is None else timeout) or []
+    unlimit_scheduler(self.scheduler)   # the rate limiter forgets its instances (05d)
     for inst in self.instances:
         if inst not in self.abandoned: inst.finalize()   # never under the feet of an execute that may still run
     return self.abandoned

@@ -210,7 +210,9 @@ def _core_server(o:Options) -> TritonServer:
     return TritonServer([str(r) for r in repos], model_control_mode=_CONTROL_MODES[ModelControlMode(o.model_control_mode)],
                         load_models=list(o.startup_models), strict_model_config=o.strict_model_config, server_id=o.server_id,
                         strict_readiness=o.strict_readiness, backend_directory=bd, response_cache=_cache(o.cache_config),
-                        python_backend_mode=resolve_python_backend_mode(None, SERVED_PYTHON_BACKEND_MODE))
+                        python_backend_mode=resolve_python_backend_mode(None, SERVED_PYTHON_BACKEND_MODE),
+                        rate_limit='execution_count' if o.rate_limiter_mode == RateLimitMode.EXEC_COUNT else 'off',
+                        rate_limit_resources=[(r.name, r.count, r.device) for r in o.rate_limiter_resources])
 
 # %% ../nbs/08c_tritonserver.ipynb #7c6de4fa
 _PARAMETER_TYPES = (str, int, float, bool)
@@ -547,7 +549,7 @@ class ModelLoadDeviceLimit:
     device: int
     fraction: float
 
-IGNORED_OPTIONS = ('rate_limiter_mode', 'rate_limiter_resources', 'pinned_memory_pool_size', 'cuda_memory_pool_sizes',
+IGNORED_OPTIONS = ('pinned_memory_pool_size', 'cuda_memory_pool_sizes',
                    'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
                    'model_load_thread_count', 'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
                    'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval', 'repo_agent_directory',
