@@ -252,3 +252,46 @@ def test_load_log_lines_as_triton(tmp_path, real_triton, mini_process):
         return sorted(l.split('] ', 1)[1] for l in s.lines if '] "loading: ' in l or '] "successfully loaded' in l)
     theirs, ours = load_lines(real_triton(tmp_path)), load_lines(mini_process(tmp_path))
     assert ours == theirs == ['"loading: first:1"', '"loading: second:1"', '"successfully loaded \'first\'"', '"successfully loaded \'second\'"']
+
+
+SLOW_LOAD = '''
+import time
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args): time.sleep(30)
+    def execute(self, requests): return []
+'''
+
+
+@pytest.mark.parametrize('service', ['http', 'grpc', 'metrics'])
+def test_a_busy_port_ends_the_start_before_loading(tmp_path, service):
+    "A model that takes 30 s to load, and a port already taken: exit 1 at once (not after the load), naming the port."
+    import socket, time as _time
+    write_model(tmp_path, 'slow', SLEEPY_CFG.replace('sleepy', 'slow'), SLOW_LOAD)
+    busy = socket.socket(); busy.bind(('0.0.0.0', 0)); busy.listen()
+    port = busy.getsockname()[1]
+    ports = {k: (port if k == service else free_port()) for k in ('http', 'grpc', 'metrics')}
+    t0 = _time.monotonic()
+    r = run(f'--model-repository={tmp_path}', *(f'--{k}-port={v}' for k, v in ports.items()))
+    took = _time.monotonic() - t0
+    busy.close()
+    word = {'http': 'HTTP', 'grpc': 'GRPC', 'metrics': 'Metrics'}[service]
+    assert r.returncode == 1 and f"failed to start {word} service: Unavailable - Socket '0.0.0.0:{port}' already in use " in r.stderr, r.stderr[-2000:]
+    assert 'loading: slow:1' not in r.stderr and took < 15, took   # nothing loaded (the load alone takes 30 s)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('service', ['http', 'grpc', 'metrics'])
+def test_a_busy_port_is_reported_in_tritons_words(tmp_path, service):
+    "The same words from real Triton 2.51 (which reports it after loading: here the repository is empty)."
+    import socket, subprocess
+    from triton_servers import ORACLE, oracle_or_skip
+    oracle_or_skip()
+    busy = socket.socket(); busy.bind(('0.0.0.0', 0)); busy.listen()
+    port = busy.getsockname()[1]
+    ports = {k: (port if k == service else free_port()) for k in ('http', 'grpc', 'metrics')}
+    r = subprocess.run([ORACLE, f'--model-repository={tmp_path}', *(f'--{k}-port={v}' for k, v in ports.items()), '--exit-timeout-secs=1'],
+                       capture_output=True, text=True, timeout=120)
+    busy.close()
+    word = {'http': 'HTTP', 'grpc': 'GRPC', 'metrics': 'Metrics'}[service]
+    assert r.returncode == 1 and f"failed to start {word} service: Unavailable - Socket '0.0.0.0:{port}' already in use " in r.stdout + r.stderr

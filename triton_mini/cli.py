@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_cli.ipynb #04d2e29d
 from __future__ import annotations
-import argparse, asyncio, contextlib, dataclasses, gc, json, logging, os, re, signal, sys, threading, time
+import argparse, asyncio, contextlib, dataclasses, errno, gc, json, logging, os, re, signal, sys, threading, time
 from datetime import datetime
 from pathlib import Path
 
@@ -23,12 +23,12 @@ from .rate_limiter import parse_rate_limit, parse_rate_limit_resource
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'model_table', 'TritonLogFormatter', 'setup_logging', 'str2bool',
-           'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository', 'bundled_run',
-           'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray', 'main', 'serve', 'free_port', 'wait_for_http',
-           'check_rate_limit_args', 'check_args', 'parse_restricted_features', 'parse_restricted_apis',
-           'parse_restricted_protocols', 'check_http_security', 'http_limits', 'trace_setting_from_args',
-           'check_trace_args', 'grpc_options']
+__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'SERVICE_WORDS', 'model_table', 'TritonLogFormatter', 'setup_logging',
+           'str2bool', 'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository',
+           'bundled_run', 'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray', 'wanted_listeners', 'reserve_ports',
+           'main', 'serve', 'free_port', 'wait_for_http', 'check_rate_limit_args', 'check_args',
+           'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols', 'check_http_security',
+           'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
 
 # %% ../nbs/10_cli.ipynb #fc9ab092
 def model_table(index:list) -> str:
@@ -150,6 +150,7 @@ def ignored_flags(args) -> list:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser('triton-mini', description='Triton Inference Server, CPU-only, in Python: serves a Triton model repository.',
                                 allow_abbrev=False)
+    p.add_argument('--version', action='version', version=f'triton_mini {triton_mini.__version__} (speaks Triton Inference Server 2.51)')
     p.add_argument('--model-repository', '--model-store', action='append', metavar='PATH', help='model repository (repeatable); default: the bundled example repository')
     p.add_argument('--model-control-mode', choices=('none', 'poll', 'explicit'), default='none')
     p.add_argument('--model-config-name', default='', metavar='NAME', help='read configs/NAME.pbtxt instead of config.pbtxt where a model has it')
@@ -338,6 +339,30 @@ def serve_on_ray(args) -> int:
         serve.shutdown(); ray.shutdown()
 
 # %% ../nbs/10_cli.ipynb #d02e8d2a
+SERVICE_WORDS = {'GRPCInferenceService': 'GRPC', 'HTTPService': 'HTTP', 'Metrics Service': 'Metrics', 'OpenAI Service': 'OpenAI'}
+
+def wanted_listeners(args) -> list:
+    "(service, host, port) for every listener the flags ask for."
+    out = [('GRPCInferenceService', args.grpc_address, args.grpc_port)] if args.allow_grpc else []
+    if args.allow_http: out.append(('HTTPService', args.http_address, args.http_port))
+    if args.allow_metrics: out.append(('Metrics Service', args.metrics_address or args.http_address, args.metrics_port))
+    if args.openai_port is not None: out.append(('OpenAI Service', args.http_address, args.openai_port))
+    return out
+
+def reserve_ports(args) -> dict:
+    "Bind the HTTP listeners ({service: socket}) and check the gRPC port, before any model loads; OSError in Triton's words."
+    held = {}
+    for what, host, port in wanted_listeners(args):
+        try: sock = bind_socket(host, port)
+        except OSError as e:
+            for s in held.values(): s.close()
+            why = f"Socket '{host}:{port}' already in use " if e.errno == errno.EADDRINUSE else f"{e.strerror or e} ('{host}:{port}')"
+            raise OSError(e.errno, f'failed to start {SERVICE_WORDS[what]} service: Unavailable - {why}') from None
+        if what == 'GRPCInferenceService': sock.close()   # the gRPC server binds its own socket: this only checks the port
+        else: held[what] = sock
+    return held
+
+# %% ../nbs/10_cli.ipynb #8ff00f58
 def main(argv=None) -> int:
     "The `triton-mini` command: returns the process exit code."
     args = parse_args(argv)
@@ -352,15 +377,17 @@ def main(argv=None) -> int:
     if ignored := ignored_flags(args): log.warning(f"ignoring flags triton_mini does not implement: {', '.join(ignored)}")
     log.info(f'triton_mini {triton_mini.__version__} (Triton Inference Server, CPU-only, in Python)')
     if args.ray: return serve_on_ray(args)
+    try: held = reserve_ports(args)
+    except OSError as e:
+        log.error(e.strerror); return 1
     server, failures = start_server(args)
     if failures and args.exit_on_error:
         log.error('error: creating server: Internal - failed to load all models')
         server.stop()
+        for s in held.values(): s.close()
         return 1
     listeners = _listeners(args, server)
-    try: sockets = {app: bind_socket(host, port) for app, (_, host, port) in listeners.items()}
-    except OSError as e:
-        log.error(f'failed to start: {e}'); server.stop(); return 1
+    sockets = {app: held.pop(what) for app, (what, host, port) in listeners.items()}
     for (what, host, _), sock in zip(listeners.values(), sockets.values()):
         log.info(f'Started {what} at {host}:{sock.getsockname()[1]}')
     tune_gc()
