@@ -142,6 +142,7 @@ def test_dict_output_is_refused_as_triton_refuses_it(server):
     with pytest.raises(Exception, match='PyTorch execute failure: output must be of type Tensor, List\\[str\\] or Tuple containing one of '
                                         'these two types. It should not be a List / Dictionary of Tensors or a Scalar'):
         server.infer('dict', {'INPUT__0': np.ones((1, 2), np.float32)})
+    assert server.statistics('dict')['model_stats'][0]['inference_stats']['fail']['count'] == 1
 
 
 def test_bytes_as_list_of_strings(server):

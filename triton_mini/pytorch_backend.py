@@ -244,8 +244,9 @@ class PyTorchInstance(ModelInstance):
                     raise TritonError(f"output '{bad}' has shape {format_shape(results[bad].shape)}, expected a batch dimension of {sum(sizes)}", 'INTERNAL')
                 answers.append(InferenceResponse({k: results[k][start:start + n] if batching else results[k] for k in keep}))
                 start += n
-        except TritonError as e:
-            answers, t1, t2 = [InferenceResponse(error=e) for _ in requests], t0, t0
+        except Exception as e:          # the whole batch fails: every request gets the error, the statistics count a failure
+            if not isinstance(e, TritonError): e = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
+            answers, t1, t2, self.failed = [InferenceResponse(error=e) for _ in requests], t0, t0, True
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return answers
 
