@@ -80,3 +80,15 @@ def test_ray_serve_notebook_runs_without_ray():
     assert not errors, errors
     needs = [c for c in cells if re.search(r'^#\| needs: starlette$', c['source'], re.M)]
     assert len(needs) >= 4 and all(c['stdout'].startswith('skipped: this cell needs starlette') for c in needs), needs
+
+
+@pytest.mark.slow
+def test_pytorch_notebook_runs_without_torch():
+    "04e_pytorch_backend in the base install (no torch): the cells that need a TorchScript module say why they are skipped; the rest run."
+    cells = run_without_llama_cpp('04e_pytorch_backend', ('torch',))
+    errors = [(c['source'][:200], c['errors']) for c in cells if c['errors']]
+    assert not errors, errors
+    needs = [c for c in cells if re.search(r'^#\| needs: torch$', c['source'], re.M)]
+    assert len(needs) >= 5 and all(c['stdout'].startswith('skipped: this cell needs torch') for c in needs), needs
+    others = [c for c in cells if c not in needs]
+    assert any('tensor_positions(' in c['source'] for c in others)          # the naming rules' cells ran

@@ -225,6 +225,7 @@ class TritonServer:
         reg.register_lazy('python', 'model.py', lambda: backend_class('python')(self, self.metric_families, self.python_backend_mode))
         reg.register_lazy('onnxruntime', 'model.onnx', lambda: backend_class('onnxruntime')())
         reg.register_lazy('fil', None, lambda: backend_class('fil')())   # tree models; its file depends on model_type (04d)
+        reg.register_lazy('pytorch', 'model.pt', lambda: backend_class('pytorch')())   # TorchScript; the pytorch extra (04e)
         return reg
 
     def __repr__(self): return f'TritonServer({self.repository!r})'
@@ -233,6 +234,7 @@ class TritonServer:
 BACKEND_CLASSES = {'python': 'triton_mini.python_backend:PythonBackend',        # name -> 'module:attribute'
                    'onnxruntime': 'triton_mini.onnx_backend:ONNXRuntimeBackend',
                    'fil': 'triton_mini.fil_backend:FILBackend',
+                   'pytorch': 'triton_mini.pytorch_backend:PyTorchBackend',
                    'python-based': 'triton_mini.python_backend:PythonBasedBackend',
                    'find-python-based': 'triton_mini.python_backend:find_python_based_backend'}
 

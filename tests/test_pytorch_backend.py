@@ -1,0 +1,217 @@
+"""Triton's PyTorch backend (nbs/04e_pytorch_backend.ipynb) on TorchScript models made here at test time (no weights
+committed): a linear layer, a two-input model named by the INPUT__<i> convention, a model configured by forward()'s
+argument names, a tuple-returning model (OUTPUT__<i> by position, or config order), a List[str] model (BYTES), and a
+dict-returning model, which Triton's TorchScript path refuses. Served in process and by the `triton-mini` command to
+tritonclient over HTTP; every answer is compared with calling the module directly. Error texts: the backend's
+src/pt/model_instance_state.cc and model_state.cc, libtorch_utils.cc (ParseBoolValue/ParseIntValue). The real Triton
+of the oracle (PyPI's nvidia-pytriton) ships without the PyTorch backend, so the module itself is the reference."""
+import json
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip('torch')
+
+from triton_mini.server import TritonServer
+from triton_servers import MiniProcess, http
+
+
+class TwoInputs(torch.nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a * 2 - b
+
+
+class Named(torch.nn.Module):
+    def forward(self, values: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        return values + offset
+
+
+class Pair(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return x.sum(dim=1, keepdim=True), (x * x).to(torch.float64)
+
+
+class Dict_(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        return {'double': x * 2, 'neg': -x}
+
+
+class DictIn(torch.nn.Module):
+    def forward(self, inputs: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return inputs['left'] - inputs['right']
+
+
+class Words(torch.nn.Module):
+    def forward(self, words: List[str]) -> List[str]:
+        return [w.upper() + '!' for w in words]
+
+
+torch.manual_seed(1)
+LINEAR = torch.jit.script(torch.nn.Linear(5, 3).eval())
+MODULES = {'linear': LINEAR, 'two': torch.jit.script(TwoInputs()), 'named': torch.jit.script(Named()),
+           'pair': torch.jit.script(Pair()), 'dict': torch.jit.script(Dict_()), 'dictin': torch.jit.script(DictIn()),
+           'words': torch.jit.script(Words()),
+           'traced': torch.jit.trace(torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU()).eval(), torch.randn(2, 5))}
+
+
+def io(kind, items):
+    return f'{kind} [' + ', '.join(f'{{ name: "{n}" data_type: {t} dims: [ {d} ] }}' for n, t, d in items) + ']\n'
+
+
+CONFIGS = {
+    'linear': 'platform: "pytorch_libtorch"\nmax_batch_size: 16\n' + io('input', [('INPUT__0', 'TYPE_FP32', 5)]) + io('output', [('OUTPUT__0', 'TYPE_FP32', 3)])
+              + 'dynamic_batching { max_queue_delay_microseconds: 100000 }\ninstance_group [{ count: 2 kind: KIND_CPU }]\n',
+    'two': 'backend: "pytorch"\nmax_batch_size: 8\n' + io('input', [('INPUT__1', 'TYPE_FP32', 2), ('INPUT__0', 'TYPE_FP32', 2)]) + io('output', [('OUTPUT__0', 'TYPE_FP32', 2)]),
+    'named': 'backend: "pytorch"\nmax_batch_size: 8\n' + io('input', [('offset', 'TYPE_INT64', 1), ('values', 'TYPE_INT64', 3)]) + io('output', [('sum', 'TYPE_INT64', 3)]),
+    'pair': 'backend: "pytorch"\nmax_batch_size: 8\n' + io('input', [('x', 'TYPE_FP32', 3)]) + io('output', [('SQUARES__1', 'TYPE_FP64', 3), ('TOTAL__0', 'TYPE_FP32', 1)]),
+    'pair_ordered': 'backend: "pytorch"\nmax_batch_size: 8\n' + io('input', [('x', 'TYPE_FP32', 3)]) + io('output', [('total', 'TYPE_FP32', 1), ('squares', 'TYPE_FP64', 3)]),
+    'dict': 'backend: "pytorch"\nmax_batch_size: 8\n' + io('input', [('INPUT__0', 'TYPE_FP32', 2)]) + io('output', [('double', 'TYPE_FP32', 2), ('neg', 'TYPE_FP32', 2)]),
+    'dictin': 'backend: "pytorch"\nmax_batch_size: 0\n' + io('input', [('right', 'TYPE_FP32', 2), ('left', 'TYPE_FP32', 2)]) + io('output', [('OUTPUT__0', 'TYPE_FP32', 2)]),
+    'words': 'backend: "pytorch"\nmax_batch_size: 0\n' + io('input', [('INPUT__0', 'TYPE_STRING', -1)]) + io('output', [('OUTPUT__0', 'TYPE_STRING', -1)]),
+    'traced': 'backend: "pytorch"\nmax_batch_size: 8\nparameters [{ key: "INFERENCE_MODE" value: { string_value: "false" } }, '
+              '{ key: "DISABLE_OPTIMIZED_EXECUTION" value: { string_value: "true" } }, { key: "ENABLE_JIT_PROFILING" value: { string_value: "off" } }, '
+              '{ key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }, { key: "ENABLE_CACHE_CLEANING" value: { string_value: "1" } }]\n'
+              + io('input', [('INPUT__0', 'TYPE_FP32', 5)]) + io('output', [('OUTPUT__0', 'TYPE_FP32', 4)]),
+}
+
+
+def write(root, name, cfg, module=None):
+    (root / name / '1').mkdir(parents=True)
+    (module or MODULES[name.split('_')[0]]).save(str(root / name / '1' / 'model.pt'))
+    (root / name / 'config.pbtxt').write_text(cfg)
+
+
+@pytest.fixture(scope='module')
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp('pytorch') / 'models'
+    for name, cfg in CONFIGS.items(): write(root, name, cfg)
+    return root
+
+
+@pytest.fixture(scope='module')
+def server(repo):
+    with TritonServer(repo) as s:
+        assert s.start() == {}
+        yield s
+
+
+def direct(name, *args):
+    with torch.no_grad(): return MODULES[name](*args)
+
+
+def test_linear_batched_requests_run_as_one_forward(server):
+    from concurrent.futures import ThreadPoolExecutor
+    x = np.random.default_rng(0).standard_normal((12, 5)).astype(np.float32)
+    before = server.statistics('linear')['model_stats'][0]['execution_count']
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: server.infer('linear', {'INPUT__0': x[i * 3:i * 3 + 3]})['OUTPUT__0'], range(4)))
+    assert np.allclose(np.concatenate(got), direct('linear', torch.from_numpy(x)).numpy(), atol=1e-6)
+    stats = server.statistics('linear')['model_stats'][0]
+    assert stats['inference_count'] >= 12 and stats['execution_count'] - before < 4      # at least two requests shared a forward
+
+
+def test_named_index_inputs_in_any_config_order(server):
+    a, b = np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)
+    out = server.infer('two', {'INPUT__0': a, 'INPUT__1': b})['OUTPUT__0']
+    assert np.array_equal(out, direct('two', torch.from_numpy(a), torch.from_numpy(b)).numpy())
+
+
+def test_forward_argument_names(server):
+    v, o = np.arange(6, dtype=np.int64).reshape(2, 3), np.array([[10], [100]], np.int64)
+    out = server.infer('named', {'values': v, 'offset': o})['sum']
+    assert out.dtype == np.int64 and np.array_equal(out, direct('named', torch.from_numpy(v), torch.from_numpy(o)).numpy())
+
+
+@pytest.mark.parametrize('name, total, squares', [('pair', 'TOTAL__0', 'SQUARES__1'), ('pair_ordered', 'total', 'squares')])
+def test_tuple_outputs_by_index_or_config_order(server, name, total, squares):
+    x = np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
+    t, s = direct('pair', torch.from_numpy(x))
+    out = server.infer(name, {'x': x})
+    assert np.allclose(out[total], t.numpy()) and out[squares].dtype == np.float64 and np.allclose(out[squares], s.numpy())
+    assert list(server.infer(name, {'x': x}, outputs=[squares]).outputs) == [squares]     # only what was asked for
+
+
+def test_dict_input(server):
+    l, r = np.array([5, 7], np.float32), np.array([1, 2], np.float32)
+    out = server.infer('dictin', {'left': l, 'right': r})['OUTPUT__0']
+    assert np.array_equal(out, direct('dictin', {'left': torch.from_numpy(l), 'right': torch.from_numpy(r)}).numpy())
+
+
+def test_dict_output_is_refused_as_triton_refuses_it(server):
+    with pytest.raises(Exception, match='PyTorch execute failure: output must be of type Tensor, List\\[str\\] or Tuple containing one of '
+                                        'these two types. It should not be a List / Dictionary of Tensors or a Scalar'):
+        server.infer('dict', {'INPUT__0': np.ones((1, 2), np.float32)})
+    assert server.statistics('dict')['model_stats'][0]['inference_stats']['fail']['count'] == 1
+
+
+def test_bytes_as_list_of_strings(server):
+    words = np.array([b'triton', b'mini', 'ü'.encode()], dtype=object)
+    out = server.infer('words', {'INPUT__0': words})['OUTPUT__0']
+    assert out.tolist() == [w.encode() for w in direct('words', ['triton', 'mini', 'ü'])]
+
+
+def test_documented_parameters_on_a_traced_model(server):
+    x = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32)
+    assert np.allclose(server.infer('traced', {'INPUT__0': x})['OUTPUT__0'], direct('traced', torch.from_numpy(x)).numpy(), atol=1e-6)
+    assert torch.get_num_threads() == 1          # INTRA_OP_THREAD_COUNT: the first model that sets it wins, process-wide
+
+
+def param(key, value): return f'parameters [{{ key: "{key}" value: {{ string_value: "{value}" }} }}]\n'
+
+
+@pytest.mark.parametrize('module, cfg, error', [
+    ('two', CONFIGS['two'].replace(", { name: \"INPUT__0\" data_type: TYPE_FP32 dims: [ 2 ] }", ''),
+     "unable to load model 'm', configuration expects 1 inputs, model provides 2"),
+    ('linear', CONFIGS['linear'].replace('TYPE_FP32 dims: [ 5 ]', 'TYPE_UINT32 dims: [ 5 ]'), "unsupported datatype TYPE_UINT32 for input 'INPUT__0' for model 'm'"),
+    ('words', CONFIGS['words'].replace('max_batch_size: 0', 'max_batch_size: 4').replace('TYPE_STRING dims: [ -1 ] }]\noutput', 'TYPE_STRING dims: [ 1 ] }]\noutput'),
+     "Triton only supports 1 dimensional List of String as input for 'INPUT__0' for model 'm'"),
+    ('linear', CONFIGS['linear'] + param('INFERENCE_MODE', 'maybe'), "failed to convert 'maybe' to boolean"),
+    ('linear', CONFIGS['linear'] + param('INTER_OP_THREAD_COUNT', 'many'), "failed to convert 'many' to integral number"),
+    ('linear', CONFIGS['linear'] + param('ENABLE_NVFUSER', 'true'), 'ENABLE_NVFUSER needs a CUDA device'),
+    ('linear', CONFIGS['linear'] + 'default_model_filename: "other.pt"\n', "unable to find '"),
+])
+def test_config_errors_fail_the_load_with_the_backends_words(tmp_path, module, cfg, error):
+    write(tmp_path, 'm', cfg, MODULES[module])
+    with TritonServer(tmp_path, model_control_mode='explicit', load_models=['m']) as s:
+        failures = s.start()
+        assert 'm' in failures and error in failures['m'], failures
+
+
+def test_output_index_and_dtype_errors_at_execution(tmp_path):
+    write(tmp_path, 'idx', CONFIGS['linear'].replace('OUTPUT__0', 'OUTPUT__3'), LINEAR)
+    write(tmp_path, 'dt', CONFIGS['linear'].replace('TYPE_FP32 dims: [ 3 ]', 'TYPE_FP64 dims: [ 3 ]'), LINEAR)
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        x = {'INPUT__0': np.ones((1, 5), np.float32)}
+        with pytest.raises(Exception, match="The output OUTPUT__3 in the model configuration refers to an output index which doesn't exist. This model has 1 outputs"):
+            s.infer('idx', x)
+        with pytest.raises(Exception, match="configuration expects datatype TYPE_FP64 for output 'OUTPUT__0', model provides TYPE_FP32"):
+            s.infer('dt', x)
+
+
+def test_missing_torch_says_which_extra(monkeypatch):
+    import sys, triton_mini.pytorch_backend as pb
+    monkeypatch.setitem(sys.modules, 'torch', None)
+    with pytest.raises(Exception, match=r"pip install 'triton-mini\[pytorch\]'"): pb._torch()
+
+
+def test_served_over_http_with_tritonclient(repo):
+    "The `triton-mini` command serves TorchScript models to Triton's own HTTP client; batched and unbatched."
+    import tritonclient.http as httpclient
+    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=linear', '--load-model=two', '--load-model=words')
+    try:
+        c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
+        x = np.random.default_rng(3).standard_normal((7, 5)).astype(np.float32)
+        i = httpclient.InferInput('INPUT__0', list(x.shape), 'FP32'); i.set_data_from_numpy(x)
+        assert np.allclose(c.infer('linear', [i]).as_numpy('OUTPUT__0'), direct('linear', torch.from_numpy(x)).numpy(), atol=1e-6)
+        a, b = np.full((2, 2), 3, np.float32), np.eye(2, dtype=np.float32)
+        ins = []
+        for name, arr in (('INPUT__0', a), ('INPUT__1', b)):
+            ins.append(httpclient.InferInput(name, [2, 2], 'FP32')); ins[-1].set_data_from_numpy(arr, binary_data=False)
+        assert np.array_equal(c.infer('two', ins).as_numpy('OUTPUT__0'), direct('two', torch.from_numpy(a), torch.from_numpy(b)).numpy())
+        w = httpclient.InferInput('INPUT__0', [2], 'BYTES'); w.set_data_from_numpy(np.array([b'a', b'bc'], dtype=object))
+        assert c.infer('words', [w]).as_numpy('OUTPUT__0').tolist() == [b'A!', b'BC!']
+        status, _, body = http(s.http_port, 'GET', '/v2/models/linear/config')
+        assert status == 200 and json.loads(body)['platform'] == 'pytorch_libtorch' and json.loads(body)['backend'] == 'pytorch'
+    finally: assert s.stop() == 0
