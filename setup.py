@@ -50,7 +50,7 @@ setuptools.setup(
     py_modules=['triton_python_backend_utils'],
     include_package_data=True,
     install_requires=reqs('requirements'),
-    extras_require={'dev': reqs('dev_requirements'), 'fil': reqs('fil_requirements'), 'llm': reqs('llm_requirements'), 'pytorch': reqs('pytorch_requirements'), 'ray': reqs('ray_requirements')},
+    extras_require={'dev': reqs('dev_requirements'), 'fil': reqs('fil_requirements'), 'llm': reqs('llm_requirements'), 'openvino': reqs('openvino_requirements'), 'pytorch': reqs('pytorch_requirements'), 'ray': reqs('ray_requirements')},
     zip_safe=False,
     entry_points={'console_scripts': cfg.get('console_scripts', '').split(),
                   'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},

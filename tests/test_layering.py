@@ -27,7 +27,7 @@ IN_PROCESS_FRONT_ENDS = {'tritonserver'}   # Triton's Python API: used by import
 FRONT_END_HELPERS = {'http_hardening': 'http_server', 'grpc_extensions': 'grpc_server', 'grpc_h2': 'grpc_server'}   # a front end's own helper module: what it needs, that no other front end uses
 COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
-BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'fil_backend', 'pytorch_backend', 'stub_process', 'pb_utils'}
+BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'fil_backend', 'pytorch_backend', 'openvino_backend', 'stub_process', 'pb_utils'}
 CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
         'scheduler', 'rate_limiter', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server',
         'metrics'}   # the Prometheus rendering, as in Triton's core (TRITONSERVER_MetricsFormatted); metrics_server serves it

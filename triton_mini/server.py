@@ -220,12 +220,13 @@ class TritonServer:
         self.rate_limiter = RateLimiter(rate_limit_resources) if rate_limit == 'execution_count' else None   # 05d_rate_limiter
 
     def default_backends(self) -> BackendRegistry:
-        "The backends a new server knows: Python, ONNX Runtime and FIL (built when a model first needs them), the seed's teaching backends."
+        "The backends a new server knows: Python, ONNX Runtime, FIL, PyTorch and OpenVINO (built when a model first needs them), the seed's teaching backends."
         reg = BackendRegistry([IdentityBackend(), ClassificationBackend(), LLMBackend()])
         reg.register_lazy('python', 'model.py', lambda: backend_class('python')(self, self.metric_families, self.python_backend_mode))
         reg.register_lazy('onnxruntime', 'model.onnx', lambda: backend_class('onnxruntime')())
         reg.register_lazy('fil', None, lambda: backend_class('fil')())   # tree models; its file depends on model_type (04d)
         reg.register_lazy('pytorch', 'model.pt', lambda: backend_class('pytorch')())   # TorchScript; the pytorch extra (04e)
+        reg.register_lazy('openvino', 'model.xml', lambda: backend_class('openvino')())   # OpenVINO IR or ONNX; the openvino extra (04f)
         return reg
 
     def __repr__(self): return f'TritonServer({self.repository!r})'
@@ -235,6 +236,7 @@ BACKEND_CLASSES = {'python': 'triton_mini.python_backend:PythonBackend',        
                    'onnxruntime': 'triton_mini.onnx_backend:ONNXRuntimeBackend',
                    'fil': 'triton_mini.fil_backend:FILBackend',
                    'pytorch': 'triton_mini.pytorch_backend:PyTorchBackend',
+                   'openvino': 'triton_mini.openvino_backend:OpenVINOBackend',
                    'python-based': 'triton_mini.python_backend:PythonBasedBackend',
                    'find-python-based': 'triton_mini.python_backend:find_python_based_backend'}
 

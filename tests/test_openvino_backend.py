@@ -1,0 +1,199 @@
+"""Triton's OpenVINO backend (nbs/04f_openvino_backend.ipynb) on models made here at test time (no weights committed):
+an add_sub IR model built with OpenVINO's opset and written by openvino.save_model, an ONNX model (made with the onnx
+package) read by OpenVINO through default_model_filename and compared with ONNX Runtime on the same file, and a
+static-shape model reshaped for batching (set_batch) or by RESHAPE_IO_LAYERS. Served in process and by the
+`triton-mini` command to tritonclient over HTTP. Error texts: the backend's src/openvino.cc and src/openvino_utils.cc
+(ParseParameterHelper, ValidateInputs/ValidateOutputs, CompareDimsSupported, ProcessRequests). The real Triton of the
+oracle (PyPI's nvidia-pytriton) ships without the OpenVINO backend, so numpy and ONNX Runtime are the references."""
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+ov = pytest.importorskip('openvino')
+from openvino import opset13 as ops
+
+from triton_mini.server import TritonServer
+from triton_servers import MiniProcess, http
+
+
+def add_sub(batch=1, width=4):
+    a = ops.parameter([batch, width], np.float32, name='INPUT0'); b = ops.parameter([batch, width], np.float32, name='INPUT1')
+    add, sub = ops.add(a, b), ops.subtract(a, b)
+    add.output(0).get_tensor().set_names({'OUTPUT0'}); sub.output(0).get_tensor().set_names({'OUTPUT1'})
+    return ov.Model([add, sub], [a, b], 'add_sub')
+
+
+def dense_onnx(path):
+    "A Gemm + Tanh ONNX model with a dynamic batch dimension: y = tanh(x @ W + b)."
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    graph = helper.make_graph([helper.make_node('Gemm', ['x', 'W', 'B'], ['h']), helper.make_node('Tanh', ['h'], ['y'])], 'dense',
+                              [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 5])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 3])],
+                              [numpy_helper.from_array(w, 'W'), numpy_helper.from_array(b, 'B')])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid('', 13)]), path)
+
+
+def io(kind, items):
+    return f'{kind} [' + ', '.join(f'{{ name: "{n}" data_type: {t} dims: [ {d} ] }}' for n, t, d in items) + ']\n'
+
+
+def param(key, value): return f'parameters [{{ key: "{key}" value: {{ string_value: "{value}" }} }}]\n'
+
+
+ADD_SUB_IO = io('input', [('INPUT0', 'TYPE_FP32', 4), ('INPUT1', 'TYPE_FP32', 4)]) + io('output', [('OUTPUT0', 'TYPE_FP32', 4), ('OUTPUT1', 'TYPE_FP32', 4)])
+CONFIGS = {
+    'add_sub': 'backend: "openvino"\nmax_batch_size: 16\n' + ADD_SUB_IO + 'dynamic_batching { max_queue_delay_microseconds: 100000 }\n'
+               'instance_group [{ count: 2 kind: KIND_CPU }]\n'
+               'parameters [{ key: "NUM_STREAMS" value: { string_value: "1" } }, { key: "PERFORMANCE_HINT" value: { string_value: "LATENCY" } }, '
+               '{ key: "INFERENCE_NUM_THREADS" value: { string_value: "1" } }]\n',
+    'fixed': 'backend: "openvino"\nmax_batch_size: 4\n' + ADD_SUB_IO + param('SKIP_OV_DYNAMIC_BATCHSIZE', 'yes'),
+    'padded': 'backend: "openvino"\nmax_batch_size: 4\n' + ADD_SUB_IO + 'parameters [{ key: "SKIP_OV_DYNAMIC_BATCHSIZE" value: { string_value: "YES" } }, '
+              '{ key: "ENABLE_BATCH_PADDING" value: { string_value: "yes" } }]\n',
+    'unbatched': 'backend: "openvino"\nmax_batch_size: 0\n' + io('input', [('INPUT0', 'TYPE_FP32', '-1, 4'), ('INPUT1', 'TYPE_FP32', '-1, 4')])
+                 + io('output', [('OUTPUT0', 'TYPE_FP32', '-1, 4'), ('OUTPUT1', 'TYPE_FP32', '-1, 4')]) + param('RESHAPE_IO_LAYERS', 'yes'),
+    'converted': 'backend: "openvino"\nmax_batch_size: 8\n' + ADD_SUB_IO.replace('TYPE_FP32', 'TYPE_INT32'),
+    'dense': 'backend: "openvino"\ndefault_model_filename: "model.onnx"\nmax_batch_size: 8\n' + io('input', [('x', 'TYPE_FP32', 5)])
+             + io('output', [('y', 'TYPE_FP32', 3)]) + param('NUM_STREAMS', 'AUTO'),
+}
+
+
+def write(root, name, cfg, model='add_sub'):
+    (root / name / '1').mkdir(parents=True)
+    if model == 'dense': dense_onnx(root / name / '1' / 'model.onnx')
+    else: ov.save_model(add_sub(), root / name / '1' / 'model.xml')
+    (root / name / 'config.pbtxt').write_text(cfg)
+
+
+@pytest.fixture(scope='module')
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp('openvino') / 'models'
+    for name, cfg in CONFIGS.items(): write(root, name, cfg, 'dense' if name == 'dense' else 'add_sub')
+    return root
+
+
+@pytest.fixture(scope='module')
+def server(repo):
+    with TritonServer(repo) as s:
+        assert s.start() == {}
+        yield s
+
+
+def rows(n, seed=0):
+    return np.random.default_rng(seed).standard_normal((2, n, 4)).astype(np.float32)
+
+
+def test_ir_model_batched_requests_run_as_one_inference(server):
+    "A static batch-1 IR model with max_batch_size 16: the batch is made dynamic; four requests share executions."
+    x, y = rows(12)
+    before = server.statistics('add_sub')['model_stats'][0]['execution_count']
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: server.infer('add_sub', {'INPUT0': x[i * 3:i * 3 + 3], 'INPUT1': y[i * 3:i * 3 + 3]}), range(4)))
+    assert np.array_equal(np.concatenate([g['OUTPUT0'] for g in got]), x + y)
+    assert np.array_equal(np.concatenate([g['OUTPUT1'] for g in got]), x - y)
+    stats = server.statistics('add_sub')['model_stats'][0]
+    assert stats['inference_count'] >= 12 and stats['execution_count'] - before < 4
+    assert list(server.infer('add_sub', {'INPUT0': x[:1], 'INPUT1': y[:1]}, outputs=['OUTPUT1']).outputs) == ['OUTPUT1']
+
+
+def test_onnx_model_read_by_openvino_equals_onnxruntime(server, repo):
+    ort = pytest.importorskip('onnxruntime')
+    x = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
+    want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': x})[0]
+    got = server.infer('dense', {'x': x})['y']
+    assert got.shape == (7, 3) and np.allclose(got, want, atol=1e-5)
+
+
+def test_static_model_reshaped_by_reshape_io_layers(server):
+    x, y = rows(5, seed=2)
+    out = server.infer('unbatched', {'INPUT0': x, 'INPUT1': y})
+    assert out['OUTPUT0'].shape == (5, 4) and np.array_equal(out['OUTPUT0'], x + y) and np.array_equal(out['OUTPUT1'], x - y)
+
+
+def test_skip_dynamic_batchsize_fixes_the_batch_and_padding_fills_it(server):
+    x, y = rows(4, seed=3)
+    assert np.array_equal(server.infer('fixed', {'INPUT0': x, 'INPUT1': y})['OUTPUT0'], x + y)       # a full batch
+    with pytest.raises(Exception, match="expected requests with batch size '4', got '2'... this error can be avoided by setting "
+                                        "'ENABLE_BATCH_PADDING' parameter in model configuration to 'YES' at a performance cost."):
+        server.infer('fixed', {'INPUT0': x[:2], 'INPUT1': y[:2]})
+    assert server.statistics('fixed')['model_stats'][0]['inference_stats']['fail']['count'] == 1
+    out = server.infer('padded', {'INPUT0': x[:2], 'INPUT1': y[:2]})
+    assert out['OUTPUT0'].shape == (2, 4) and np.array_equal(out['OUTPUT1'], x[:2] - y[:2])
+
+
+def test_config_type_converted_to_the_models(server):
+    "Triton's backend sets the config's element type on the pre-processing tensor: an INT32 config on an f32 model is converted."
+    a, b = np.arange(8, dtype=np.int32).reshape(2, 4), np.full((2, 4), 3, np.int32)
+    out = server.infer('converted', {'INPUT0': a, 'INPUT1': b})
+    assert out['OUTPUT0'].dtype == np.int32 and np.array_equal(out['OUTPUT0'], a + b) and np.array_equal(out['OUTPUT1'], a - b)
+
+
+def test_documented_parameters_reach_the_compiled_model(server):
+    "NUM_STREAMS, INFERENCE_NUM_THREADS and PERFORMANCE_HINT are the compiled model's OpenVINO properties; one per instance."
+    import gc
+    from triton_mini.openvino_backend import OpenVINOInstance
+    insts = [o for o in gc.get_objects() if isinstance(o, OpenVINOInstance) and o.config.name == 'add_sub' and o.compiled is not None]
+    assert len(insts) == 2 and insts[0].compiled is not insts[1].compiled
+    c = insts[0].compiled
+    assert c.get_property('NUM_STREAMS') == 1 and c.get_property('INFERENCE_NUM_THREADS') == 1 and str(c.get_property('PERFORMANCE_HINT')) == 'LATENCY'
+
+
+@pytest.mark.parametrize('cfg, error', [
+    (CONFIGS['fixed'].replace(", { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 4 ] }", ''),
+     "unable to load model 'm', configuration expects 1 inputs, model provides 2"),
+    (CONFIGS['fixed'].replace('"INPUT1"', '"B"'), "unexpected inference input 'B', allowed inputs are: INPUT0, INPUT1"),
+    (CONFIGS['fixed'].replace('"OUTPUT1"', '"DIFF"'), "unexpected inference output 'DIFF', allowed outputs are: OUTPUT0, OUTPUT1"),
+    (CONFIGS['fixed'].replace('"INPUT0" data_type: TYPE_FP32', '"INPUT0" data_type: TYPE_STRING'), "unsupported datatype TYPE_STRING for input 'INPUT0' for model 'm'"),
+    (CONFIGS['fixed'].replace('"INPUT0" data_type: TYPE_FP32 dims: [ 4 ]', '"INPUT0" data_type: TYPE_FP32 dims: [ 5 ]'),
+     "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [1,4]) but the model configuration specifies 2 dimensions "
+     "(an initial batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making complete shape [4,5])"),
+    (CONFIGS['unbatched'].replace(param('RESHAPE_IO_LAYERS', 'yes'), ''),
+     "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [1,4]) but the model configuration specifies 2 dimensions (shape [-1,4])"),
+    (CONFIGS['unbatched'].replace('dims: [ -1, 4 ] }, { name: "INPUT1"', 'dims: [ -2, 4 ] }, { name: "INPUT1"'),
+     "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension"),   # the core's check, first
+    (CONFIGS['fixed'] + param('NUM_STREAMS', 'Lots'), "expected the parameter 'NUM_STREAMS' to be either AUTO/NUMA/<int_value>, got lots"),
+    (CONFIGS['fixed'] + param('INFERENCE_NUM_THREADS', 'two'), "expected the parameter 'INFERENCE_NUM_THREADS' to be a non-negative number, got two"),
+    (CONFIGS['fixed'] + param('PERFORMANCE_HINT', 'FAST'), "expected the parameter 'PERFORMANCE_HINT' to be LATENCY/THROUGHPUT/CUMULATIVE_THROUGHPUT, got fast"),
+    (CONFIGS['fixed'] + param('CPU_EXTENSION_PATH', '/nonexistent/libcustom.so'), 'openvino error in  loading custom CPU extensions : '),
+    (CONFIGS['fixed'] + 'default_model_filename: "other.xml"\n', "unable to find '"),
+    (CONFIGS['fixed'] + 'instance_group [{ kind: KIND_MODEL }]\n',
+     "unable to load model 'm', Triton OpenVINO backend supports only Kind CPU and AUTO"),
+])
+def test_config_errors_fail_the_load_with_the_backends_words(tmp_path, cfg, error):
+    write(tmp_path, 'm', cfg)
+    with TritonServer(tmp_path, model_control_mode='explicit', load_models=['m']) as s:
+        failures = s.start()
+        assert 'm' in failures and error in failures['m'], failures
+
+
+def test_missing_openvino_says_which_extra(monkeypatch):
+    import sys, triton_mini.openvino_backend as ob
+    monkeypatch.setitem(sys.modules, 'openvino', None)
+    with pytest.raises(Exception, match=r"pip install 'triton-mini\[openvino\]'"): ob._openvino()
+
+
+def test_served_over_http_with_tritonclient(repo):
+    "The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP client; batched and unbatched."
+    import tritonclient.http as httpclient
+    ort = pytest.importorskip('onnxruntime')
+    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
+    try:
+        c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
+        x, y = rows(3, seed=4)
+        ins = []
+        for name, arr in (('INPUT0', x), ('INPUT1', y)):
+            ins.append(httpclient.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
+        r = c.infer('add_sub', ins)
+        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y)
+        assert np.array_equal(c.infer('unbatched', ins).as_numpy('OUTPUT0'), x + y)
+        d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
+        i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)
+        want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
+        assert np.allclose(c.infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
+        status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
+        assert status == 200 and json.loads(body)['backend'] == 'openvino'
+    finally: assert s.stop() == 0
