@@ -76,11 +76,12 @@ def test_fuzz_http_heavy(tmp_path):
         failures = run_cases(s.http_port, cases[:4], workers=2)
         rss_warm = s.rss()
         t = threading.Thread(target=poll); t.start()
+        time.sleep(2); quiet = worst[0]   # the machine's own noise first (the poller alone): the bound sits on top of it
         try: failures += run_cases(s.http_port, cases[4:], workers=2)
         finally: done.set(); t.join()
         growth = s.rss() - rss_warm
         assert not failures, f'{len(failures)} failing cases, e.g. {failures[0][1]} for {failures[0][0].note}'
         assert s.request('GET', '/v2/health/ready')[0] == 200
         assert growth < 200 << 20, f'RSS grew by {growth >> 20} MB over {len(cases) - 4} heavy cases'
-        assert worst[0] < 0.5, f'a health check took {worst[0] * 1000:.0f} ms during the heavy cases'
+        assert worst[0] < 0.5 + quiet, f'a health check took {worst[0] * 1000:.0f} ms during the heavy cases ({quiet * 1000:.0f} ms quiet)'
     finally: assert s.stop() == 0

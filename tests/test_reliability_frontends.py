@@ -48,6 +48,19 @@ def still_healthy(s):
 # machine makes it slower: 275 ms was seen once in CI with two test workers on the two cores.
 HEALTH_BOUND_S = 0.25
 
+def quiet_latency(s, seconds:float=2.0) -> float:
+    "The worst /v2/health/live latency over `seconds` with nothing else sent: the machine's own noise, this moment."
+    return health_latency_during(s, lambda: time.sleep(seconds))[1]
+
+
+def health_bound(s) -> float:
+    """HEALTH_BOUND_S on top of the latency the machine shows right now with no load from this test: on two cores
+    shared with other test workers a quiet server's health check alone has taken 100+ ms, and a bound that ignores it
+    fails for the machine, not the server (284 ms against 250 was seen once in CI). A blocked loop still shows as the
+    whole decode, seconds."""
+    return HEALTH_BOUND_S + quiet_latency(s)
+
+
 def health_latency_during(s, work) -> tuple:
     "(work's result, the worst /v2/health/live latency in seconds while `work()` ran, how many checks)."
     worst, n, done = [0.0], [0], threading.Event()
@@ -106,10 +119,11 @@ def test_grpc_many_bytes_elements_keep_health_answered(server):
     client = grpcclient.InferenceServerClient(f'127.0.0.1:{server.grpc_port}')
     try:
         inp = grpcclient.InferInput('IN', [len(values)], 'BYTES'); inp.set_data_from_numpy(values)
+        bound = health_bound(server)
         result, worst, checks = health_latency_during(server, lambda: client.infer('identity_bytes', [inp], client_timeout=120))
     finally: client.close()
     assert (result.as_numpy('OUT') == values).all()
-    assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms)'
     still_healthy(server)
 
 
@@ -121,9 +135,10 @@ def test_big_json_body_keeps_health_answered(server):
     "An HTTP body of half a million nested BYTES strings (7 MB of JSON, over 4 MiB: decoded in the worker process): health within HEALTH_BOUND_S."
     n = 500_000
     body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': [['abcdefgh'], ['ijk']] * (n // 2)}]}).encode()
+    bound = health_bound(server)
     (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
     assert status == 200 and len(json.loads(out)['outputs'][0]['data']) == n
-    assert checks >= 3 and worst < HEALTH_BOUND_S, f'health took {worst * 1000:.0f} ms ({checks} checks)'
+    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms)'
     still_healthy(server)
 
 

@@ -115,19 +115,32 @@ class Clients:
     "8 threads sending requests back to back, counting answers (ok | error) by the phase in which each was sent."
     def __init__(self, send, n=8):
         self.send, self.stop, self.results, self.lock = send, threading.Event(), Counter(), threading.Lock()
-        self.phase, self.last = 'reloading', [None] * n
+        self.phase, self.last, self.go, self.busy = 'reloading', [None] * n, threading.Event(), [False] * n
+        self.go.set()
         self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)]
     def _run(self, i):
         while not self.stop.is_set():
+            self.busy[i] = True                # before looking at `go`: `paused` then sees this request through
+            if not self.go.is_set():
+                self.busy[i] = False; self.go.wait(); continue
             phase = self.phase
             r = self.send()
             with self.lock: self.results[phase, r] += 1; self.last[i] = phase
+            self.busy[i] = False
     def __enter__(self):
         for t in self.threads: t.start()
         return self
     def __exit__(self, *exc):
         self.stop.set()
         for t in self.threads: t.join(60)
+    def paused(self):
+        "Hold the clients between two requests (none in flight), e.g. to measure memory in a quiet moment; `resume()` after."
+        self.go.clear()
+        deadline = time.monotonic() + 60
+        while any(self.busy):
+            assert time.monotonic() < deadline, 'clients did not come to rest'
+            time.sleep(0.01)   # polling: the client threads have nothing to wait on
+    def resume(self): self.go.set()
     def sent_in(self, phase) -> Counter:
         with self.lock: return Counter({r: n for (p, r), n in self.results.items() if p == phase})
     def enter(self, phase, timeout=60):
@@ -155,11 +168,13 @@ def test_100_reloads_under_8_clients_fail_no_request(server, model):
     try:
         with Clients(in_process(server, model)) as clients:
             for cycle in range(20): reload(server, model, cycle)             # warm up: caches, first allocations
-            server.repository.wait_for_unloads(); gc.collect()
-            before = tracemalloc.get_traced_memory()[0]
+            server.repository.wait_for_unloads(); clients.paused(); gc.collect()
+            before = tracemalloc.get_traced_memory()[0]   # measured with no request in flight: what the server keeps
+            clients.resume()
             for cycle in range(20, 120): reload(server, model, cycle)
-            server.repository.wait_for_unloads(); gc.collect()
+            server.repository.wait_for_unloads(); clients.paused(); gc.collect()
             growth = tracemalloc.get_traced_memory()[0] - before
+            clients.resume()
             clients.enter('settled')                        # every request sent while reloading is answered
             server.unload_model(model)
             server.repository.wait_for_unloads()
