@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""Issue 44's measure: each CPU backend served by `triton-mini` against calling its runtime directly in a loop (the floor
+of any server), on one model per backend that takes a millisecond or more, at c=1 and c=8.
+
+For each backend whose runtime is installed (onnxruntime; torch, openvino, treelite with their extras): the model is
+made here (no weights committed), the runtime is called directly from `c` threads for `--seconds`, then the same
+inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread) for as long. The
+report: calls/s both ways, the server's share (1 - served/direct), and whether it is within the issue's 15% at c=8.
+
+    python bench/backends_vs_runtime.py                 # every backend found, c = 1 8, 5 s each
+    python bench/backends_vs_runtime.py --backends fil onnx --seconds 10
+"""
+import argparse, sys, tempfile, threading, time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / 'tests'))
+from triton_servers import MiniProcess   # noqa: E402
+
+ROWS, WIDTH = 64, 512
+X = np.random.default_rng(0).random((ROWS, WIDTH), dtype=np.float32)
+WEIGHTS = [np.random.default_rng(i).standard_normal((WIDTH, WIDTH)).astype(np.float32) / WIDTH ** 0.5 for i in range(4)]
+
+
+def onnx_model(folder:Path):
+    "Four chained MatMul + Relu layers, [64, 512] in and out: a few ms on one core."
+    from onnx import helper, numpy_helper
+    from triton_mini.onnx_backend import make_onnx_model, save_onnx
+    nodes, last = [], 'INPUT0'
+    for i in range(4):
+        nodes += [helper.make_node('MatMul', [last, f'W{i}'], [f'M{i}']), helper.make_node('Relu', [f'M{i}'], [f'R{i}'])]
+        last = f'R{i}'
+    nodes.append(helper.make_node('Identity', [last], ['OUTPUT0']))
+    model = make_onnx_model(nodes, [('INPUT0', np.float32, ('batch', WIDTH))], [('OUTPUT0', np.float32, ('batch', WIDTH))],
+                            [numpy_helper.from_array(w, f'W{i}') for i, w in enumerate(WEIGHTS)])
+    return save_onnx(model, folder / '1' / 'model.onnx')
+
+
+def setups(names) -> dict:
+    "name -> (config text, make(folder), direct() -> a callable running one request's rows)."
+    out = {}
+    io = 'input [{ name: "%s" data_type: TYPE_FP32 dims: [ %d ] }]\noutput [{ name: "%s" data_type: TYPE_FP32 dims: [ %d ] }]\n'
+    if 'onnx' in names:
+        def direct():
+            import onnxruntime as ort
+            s = ort.InferenceSession(str(onnx_path), providers=['CPUExecutionProvider'])
+            return lambda: s.run(['OUTPUT0'], {'INPUT0': X})
+        onnx_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
+        onnx_model(onnx_path.parent.parent)
+        out['onnx'] = ('backend: "onnxruntime"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH),
+                       lambda f: onnx_model(f), direct, 'INPUT0')
+    if 'openvino' in names:
+        try:
+            import openvino   # noqa: F401
+            def direct_ov():
+                import openvino as ov
+                c = ov.Core().compile_model(str(ov_path), 'CPU')
+                req = c.create_infer_request()
+                return lambda: req.infer({0: X})
+            ov_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
+            onnx_model(ov_path.parent.parent)
+            out['openvino'] = ('backend: "openvino"\ndefault_model_filename: "model.onnx"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH),
+                               lambda f: onnx_model(f), direct_ov, 'INPUT0')
+        except ImportError: print('openvino: not installed, skipped')
+    if 'pytorch' in names:
+        try:
+            import torch
+            net = torch.nn.Sequential(*[m for w in WEIGHTS for m in (torch.nn.Linear(WIDTH, WIDTH, bias=False), torch.nn.ReLU())]).eval()
+            scripted = torch.jit.script(net)
+            def save_pt(f):
+                (f / '1').mkdir(parents=True, exist_ok=True); scripted.save(str(f / '1' / 'model.pt'))
+            def direct_pt():
+                x = torch.from_numpy(X)
+                def call():
+                    with torch.inference_mode(): return scripted(x).numpy()
+                return call
+            out['pytorch'] = ('backend: "pytorch"\nmax_batch_size: 1024\n' + io % ('INPUT__0', WIDTH, 'OUTPUT__0', WIDTH), save_pt, direct_pt, 'INPUT__0')
+        except ImportError: print('pytorch: torch not installed, skipped')
+    if 'fil' in names:
+        try:
+            import treelite, treelite.gtil, xgboost as xgb
+            rows = np.random.default_rng(1).random((2000, 16), dtype=np.float32)
+            booster = xgb.train({'objective': 'binary:logistic', 'max_depth': 8}, xgb.DMatrix(rows, label=rows[:, 0] > 0.5), 300)
+            fx = rows[:256]
+            def save_fil(f):
+                (f / '1').mkdir(parents=True, exist_ok=True); booster.save_model(f / '1' / 'xgboost.json')
+            def direct_fil():
+                path = Path(tempfile.mkdtemp()) / 'x.json'; booster.save_model(path)
+                forest = treelite.frontend.load_xgboost_model(str(path), format_choice='json')
+                return lambda: treelite.gtil.predict(forest, fx)
+            cfg = ('backend: "fil"\nmax_batch_size: 4096\n' + io % ('input__0', 16, 'output__0', 1)
+                   + 'parameters [{ key: "model_type" value: { string_value: "xgboost_json" } },'
+                     ' { key: "output_class" value: { string_value: "false" } }]\n')
+            out['fil'] = (cfg, save_fil, direct_fil, 'input__0', fx)
+        except ImportError: print('fil: treelite or xgboost not installed, skipped')
+    return out
+
+
+def rate(fn, c:int, seconds:float) -> float:
+    "Calls per second of `fn(thread index)` from `c` threads for `seconds`."
+    stop, counts = threading.Event(), [0] * c
+    def loop(i):
+        call = fn(i)
+        while not stop.is_set(): call(); counts[i] += 1
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(c)]
+    for t in threads: t.start()
+    time.sleep(seconds); stop.set()
+    for t in threads: t.join()
+    return sum(counts) / seconds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--backends', nargs='+', default=['onnx', 'pytorch', 'openvino', 'fil'])
+    ap.add_argument('--concurrency', nargs='+', type=int, default=[1, 8])
+    ap.add_argument('--seconds', type=float, default=5)
+    a = ap.parse_args()
+    import tritonclient.http as httpclient
+    rows = ['| backend | c | direct calls/s | served calls/s | server share |', '|---|---|---|---|---|']
+    for name, (cfg, make, direct, input_name, *data) in setups(a.backends).items():
+        data = data[0] if data else X
+        repo = Path(tempfile.mkdtemp()) / 'models'
+        (repo / name).mkdir(parents=True)
+        (repo / name / 'config.pbtxt').write_text(cfg + 'instance_group [{ count: 1 kind: KIND_CPU }]\n')
+        make(repo / name)
+        s = MiniProcess(repo, metrics=False, grpc=False)
+        try:
+            def client(i):
+                c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
+                inp = httpclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data, binary_data=True)
+                return lambda: c.infer(name, [inp])
+            client(0)()   # warm up, and check it answers
+            for c in a.concurrency:
+                d = rate(lambda i: direct(), c, a.seconds)
+                v = rate(client, c, a.seconds)
+                rows.append(f'| {name} | {c} | {d:,.0f} | {v:,.0f} | {1 - v / d:.0%} |')
+                print(rows[-1], flush=True)
+        finally: s.stop()
+    print('\n'.join(rows))
+
+
+if __name__ == '__main__':
+    main()
