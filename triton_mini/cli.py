@@ -23,12 +23,12 @@ from .rate_limiter import parse_rate_limit, parse_rate_limit_resource
 log = logging.getLogger('triton_mini.server')
 
 # %% auto #0
-__all__ = ['log', 'IGNORED_FLAGS', 'EXAMPLE_EXTRAS', 'SERVICE_WORDS', 'model_table', 'TritonLogFormatter', 'setup_logging',
-           'str2bool', 'ignored_flags', 'build_parser', 'deprecation_warnings', 'parse_args', 'example_repository',
-           'bundled_run', 'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray', 'wanted_listeners', 'reserve_ports',
-           'main', 'serve', 'free_port', 'wait_for_http', 'check_rate_limit_args', 'check_args',
-           'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols', 'check_http_security',
-           'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
+__all__ = ['log', 'IGNORED_FLAGS', 'EPILOG', 'EXAMPLE_EXTRAS', 'SERVICE_WORDS', 'model_table', 'TritonLogFormatter',
+           'setup_logging', 'str2bool', 'ignored_flags', 'HelpFormatter', 'build_parser', 'deprecation_warnings',
+           'parse_args', 'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray',
+           'wanted_listeners', 'reserve_ports', 'main', 'serve', 'free_port', 'wait_for_http', 'check_rate_limit_args',
+           'check_args', 'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols',
+           'check_http_security', 'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
 
 # %% ../nbs/10_cli.ipynb #fc9ab092
 def model_table(index:list) -> str:
@@ -106,6 +106,13 @@ _GRPC_KEEPALIVE = [('--grpc-keepalive-time', 7_200_000), ('--grpc-keepalive-time
                    ('--grpc-http2-max-pings-without-data', 2), ('--grpc-http2-min-recv-ping-interval-without-data', 300_000),
                    ('--grpc-http2-max-ping-strikes', 2), ('--grpc-max-connection-age', 0), ('--grpc-max-connection-age-grace', 0)]
 
+_KEEPALIVE_HELP = {'--grpc-keepalive-time': 'ms between keepalive PINGs the server sends', '--grpc-keepalive-timeout': 'ms to wait for a PING ACK before closing',
+                   '--grpc-http2-max-pings-without-data': 'PINGs sent without data in between (0: no limit)',
+                   '--grpc-http2-min-recv-ping-interval-without-data': 'ms a client must leave between its PINGs without data',
+                   '--grpc-http2-max-ping-strikes': "client PINGs too close together before GOAWAY 'too_many_pings' (0: no limit)",
+                   '--grpc-max-connection-age': 'ms before a connection is asked to go away (0: never)',
+                   '--grpc-max-connection-age-grace': 'ms a connection asked to go away may still finish its calls (0: until they end)'}
+
 def _grpc_security_args(p:argparse.ArgumentParser):
     "Add tritonserver's gRPC TLS, restriction, keepalive and compression flags."
     _bool(p, '--grpc-use-ssl', False, 'serve gRPC over TLS with --grpc-server-cert/--grpc-server-key')
@@ -117,12 +124,13 @@ def _grpc_security_args(p:argparse.ArgumentParser):
                    help="require header 'triton-grpc-protocol-<key>: <value>' for these protocol groups (repeatable)")
     p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
     p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
-    p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, help='accepted for compatibility (no effect)')
+    p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, metavar='N', help='accepted for compatibility (no effect)')
     p.add_argument('--grpc-transport', choices=('grpcio', 'h2'), default=None,
                    help='triton-mini only: h2, our own HTTP/2 transport (the default: 08f_grpc_h2), or grpcio (grpc.aio); default: $TRITON_MINI_GRPC_TRANSPORT, else h2')
     _bool(p, '--reuse-grpc-port', False, 'let several servers listen on the gRPC port (SO_REUSEPORT)')
     _bool(p, '--grpc-keepalive-permit-without-calls', False, 'allow keepalive pings without calls in flight')
-    for flag, default in _GRPC_KEEPALIVE: p.add_argument(flag, type=int, default=default, metavar='MS')
+    for flag, default in _GRPC_KEEPALIVE:   # times in ms; the ping counts are counts
+        p.add_argument(flag, type=int, default=default, metavar='N' if 'pings' in flag or 'strikes' in flag else 'MS', help=_KEEPALIVE_HELP[flag])
 
 # %% ../nbs/10_cli.ipynb #bfc1ecbc
 def _trace_args(p:argparse.ArgumentParser):
@@ -147,57 +155,78 @@ def ignored_flags(args) -> list:
     "The ignored flags this command line used."
     return [f for f in IGNORED_FLAGS if getattr(args, f[2:].replace('-', '_'))]
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):   # the epilog keeps its lines
+    "tritonserver's --help gives each flag's default: so does ours, after its help (empty defaults left out)."
+    def _get_help_string(self, action):
+        text = action.help or ''
+        empty = action.default in (None, [], '', argparse.SUPPRESS) or isinstance(action, argparse._StoreTrueAction)
+        return text if empty or 'default' in text else f'{text} (default: %(default)s)'
+
+EPILOG = """first steps:
+  triton-mini                                     serve the bundled example repository (HTTP 8000, gRPC 8001, metrics 8002)
+  triton-mini --model-repository=DIR              serve your own Triton model repository
+  curl localhost:8000/v2/health/ready             is it ready? (200 when every model loaded)"""
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser('triton-mini', description='Triton Inference Server, CPU-only, in Python: serves a Triton model repository.',
-                                allow_abbrev=False)
+                                allow_abbrev=False, formatter_class=HelpFormatter, epilog=EPILOG)
     p.add_argument('--version', action='version', version=f'triton_mini {triton_mini.__version__} (speaks Triton Inference Server 2.51)')
-    p.add_argument('--model-repository', '--model-store', action='append', metavar='PATH', help='model repository (repeatable); default: the bundled example repository')
-    p.add_argument('--model-control-mode', choices=('none', 'poll', 'explicit'), default='none')
-    p.add_argument('--model-config-name', default='', metavar='NAME', help='read configs/NAME.pbtxt instead of config.pbtxt where a model has it')
-    p.add_argument('--repository-poll-secs', type=float, default=15, metavar='SECONDS')
-    p.add_argument('--load-model', action='append', default=[], metavar='NAME', help="with explicit mode: load at start ('*' = all)")
-    _bool(p, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
-    p.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
-    _bool(p, '--strict-readiness', True, 'ready only when every model is ready')
-    _bool(p, '--exit-on-error', True, 'exit when a model fails to load at start')
-    p.add_argument('--python-backend-mode', choices=('thread', 'process'), default=None,
+    r = p.add_argument_group('model repository')
+    r.add_argument('--model-repository', '--model-store', action='append', metavar='PATH', help='model repository (repeatable); default: the bundled example repository')
+    r.add_argument('--model-control-mode', choices=('none', 'poll', 'explicit'), default='none',
+                   help='none: load every model at start, never again; poll: also rescan every --repository-poll-secs and '
+                        'load, reload or unload what changed; explicit: load only --load-model at start, then what the repository API asks')
+    r.add_argument('--model-config-name', default='', metavar='NAME', help='read configs/NAME.pbtxt instead of config.pbtxt where a model has it')
+    r.add_argument('--repository-poll-secs', type=float, default=15, metavar='SECONDS', help='with poll mode: seconds between rescans')
+    r.add_argument('--load-model', action='append', default=[], metavar='NAME', help="with explicit mode: load at start ('*' = all)")
+    _bool(r, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
+    r.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
+    r.add_argument('--backend-directory', default='', metavar='DIR',
+                   help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
+    s = p.add_argument_group('server')
+    _bool(s, '--strict-readiness', True, 'ready only when every model is ready')
+    _bool(s, '--exit-on-error', True, 'exit when a model fails to load at start')
+    s.add_argument('--python-backend-mode', choices=('thread', 'process'), default=None,
                    help="where Python models run: 'process' (default, or $TRITON_MINI_PYTHON_BACKEND_MODE), a stub process per "
                         "instance as in Triton; 'thread', on the server's threads (for breakpoint() in model.py)")
-    p.add_argument('--exit-timeout-secs', type=float, default=30, metavar='SECONDS', help='how long shutdown waits for in-flight requests')
-    p.add_argument('--id', default='triton', help='server id (server metadata "name")')
-    for proto, port in (('http', 8000), ('grpc', 8001), ('metrics', 8002)):
-        p.add_argument(f'--{proto}-port', type=int, default=port)
-        _bool(p, f'--allow-{proto}', True, f'serve {proto}')
-    p.add_argument('--http-address', default='0.0.0.0')
-    p.add_argument('--ray', action='store_true', help='serve replicas of the server behind Ray Serve on --http-port (the ray extra; 12_ray_serve)')
-    p.add_argument('--replicas', default='1', metavar='N', help="with --ray: how many replicas, or 'auto' (Serve's autoscaling)")
-    p.add_argument('--openai-port', type=int, default=None, metavar='PORT',
-                   help="serve the OpenAI-compatible API (/v1/chat/completions, ...) on this port, at --http-address (off by default)")
-    p.add_argument('--grpc-address', default='0.0.0.0')
-    p.add_argument('--metrics-address', default=None, help='default: the HTTP address')
-    p.add_argument('--http-thread-count', type=int, default=8, help='accepted for compatibility (one event loop serves HTTP)')
-    p.add_argument('--http-max-input-size', type=int, default=64 * 2**20, metavar='BYTES')
-    _bool(p, '--allow-cpu-metrics', True, 'CPU and memory gauges')
-    _bool(p, '--allow-gpu-metrics', True, 'accepted for compatibility (no GPUs)')
-    p.add_argument('--metrics-interval-ms', type=int, default=2000, help='accepted for compatibility (gauges are read at scrape time)')
-    p.add_argument('--log-verbose', type=int, default=0, metavar='LEVEL')
-    for lvl in ('info', 'warning', 'error'): _bool(p, f'--log-{lvl}', True, f'log {lvl} messages')
-    p.add_argument('--log-format', choices=('default', 'ISO8601'), default='default')
-    p.add_argument('--log-file', default='', metavar='PATH')
-    p.add_argument('--cache-config', action='append', default=[], metavar='<cache>,<key>=<value>',
-                   help="the response cache (05c): 'local,size=BYTES'; models opt in with response_cache { enable: true }")
-    p.add_argument('--response-cache-byte-size', type=int, default=None, metavar='BYTES', help='deprecated: --cache-config local,size=BYTES')
-    p.add_argument('--backend-directory', default='', metavar='DIR',
-                   help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
-    p.add_argument('--rate-limit', default='off', metavar='off|execution_count',
+    s.add_argument('--exit-timeout-secs', type=float, default=30, metavar='SECONDS', help='how long shutdown waits for in-flight requests')
+    s.add_argument('--id', default='triton', help='server id (server metadata "name")')
+    s.add_argument('--rate-limit', default='off', metavar='off|execution_count',
                    help="'execution_count': an instance executes only when the resources its rate_limiter asks for are free (05d_rate_limiter)")
-    p.add_argument('--rate-limit-resource', action='append', default=[], metavar='NAME:COUNT[:DEVICE]',
+    s.add_argument('--rate-limit-resource', action='append', default=[], metavar='NAME:COUNT[:DEVICE]',
                    help='how many of a rate-limiter resource there are (repeatable; default: the most any instance asks for)')
+    groups = {proto: p.add_argument_group(title) for proto, title in (('http', 'HTTP (KServe v2)'), ('grpc', 'gRPC'), ('metrics', 'metrics (Prometheus)'))}
+    for proto, port in (('http', 8000), ('grpc', 8001), ('metrics', 8002)):
+        groups[proto].add_argument(f'--{proto}-port', type=int, default=port, metavar='PORT', help=f'port of the {proto} service')
+        _bool(groups[proto], f'--allow-{proto}', True, f'serve {proto}')
+    h, g, m = groups['http'], groups['grpc'], groups['metrics']
+    h.add_argument('--http-address', default='0.0.0.0', metavar='ADDRESS', help='address HTTP (and, unless set apart, metrics and OpenAI) listen on')
+    h.add_argument('--http-thread-count', type=int, default=8, metavar='N', help='accepted for compatibility (one event loop serves HTTP)')
+    h.add_argument('--http-max-input-size', type=int, default=64 * 2**20, metavar='BYTES', help='largest request body')
+    g.add_argument('--grpc-address', default='0.0.0.0', metavar='ADDRESS', help='address gRPC listens on')
+    m.add_argument('--metrics-address', default=None, metavar='ADDRESS', help='default: the HTTP address')
+    _bool(m, '--allow-cpu-metrics', True, 'CPU and memory gauges')
+    _bool(m, '--allow-gpu-metrics', True, 'accepted for compatibility (no GPUs)')
+    m.add_argument('--metrics-interval-ms', type=int, default=2000, metavar='MS', help='accepted for compatibility (gauges are read at scrape time)')
+    lg = p.add_argument_group('logging')
+    lg.add_argument('--log-verbose', type=int, default=0, metavar='LEVEL', help='verbose log lines at this level and below (0: none)')
+    for lvl in ('info', 'warning', 'error'): _bool(lg, f'--log-{lvl}', True, f'log {lvl} messages')
+    lg.add_argument('--log-format', choices=('default', 'ISO8601'), default='default', help="timestamps as tritonserver's default or ISO 8601")
+    lg.add_argument('--log-file', default='', metavar='PATH', help='write the log to PATH instead of the terminal')
+    c = p.add_argument_group('response cache')
+    c.add_argument('--cache-config', action='append', default=[], metavar='<cache>,<key>=<value>',
+                   help="the response cache (05c): 'local,size=BYTES'; models opt in with response_cache { enable: true }")
+    c.add_argument('--response-cache-byte-size', type=int, default=None, metavar='BYTES', help='deprecated: --cache-config local,size=BYTES')
+    x = p.add_argument_group('other front ends and scale-out (triton-mini)')
+    x.add_argument('--openai-port', type=int, default=None, metavar='PORT',
+                   help="serve the OpenAI-compatible API (/v1/chat/completions, ...) on this port, at --http-address (off by default)")
+    x.add_argument('--ray', action='store_true', help='serve replicas of the server behind Ray Serve on --http-port (the ray extra; 12_ray_serve)')
+    x.add_argument('--replicas', default='1', metavar='N', help="with --ray: how many replicas, or 'auto' (Serve's autoscaling)")
     for ignored in IGNORED_FLAGS:   # a launch script written for tritonserver starts: these are named in one warning line
         p.add_argument(ignored, action='append', nargs='?', const='true', default=[], metavar='VALUE', help=argparse.SUPPRESS)
-    _http_security_args(p)
-    _grpc_security_args(p)
-    _trace_args(p)
+    _http_security_args(h)
+    _grpc_security_args(g)
+    _trace_args(p.add_argument_group('tracing'))
     return p
 
 # %% ../nbs/10_cli.ipynb #7fa90099
