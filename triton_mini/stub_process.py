@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import ctypes, dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import ctypes, dataclasses, functools, io, itertools, json, locale, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
 import numpy as np
 from concurrent.futures import Future
 import queue
@@ -571,6 +571,7 @@ def stub_main(work:int, side:int, parent:int|None=None):
     sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
+    locale.setlocale(locale.LC_ALL, 'C')          # Triton's stub runs its Python in the C locale, whatever the server's (below)
     socks = [socket.socket(fileno=fd) for fd in (work, side)]
     for s in socks: s.set_inheritable(False)      # close-on-exec: what the model starts (a shell, a program) cannot hold them open
     Stub(*map(Channel, socks)).serve()
