@@ -83,7 +83,8 @@ def stubs(pid:int) -> list:
     def is_stub(p):
         try: cmd = ' '.join(p.cmdline())
         except psutil.NoSuchProcess: return False
-        return 'stub_main' in cmd or ('fork_server_main' in cmd and 'fork_server_main' in ' '.join(p.parent().cmdline()))
+        return (cmd.startswith('triton_mini stub ') or 'stub_main' in cmd   # named (set_title), or not yet initialized
+                or ('fork_server_main' in cmd and 'fork_server_main' in ' '.join(p.parent().cmdline())))
     return [p for p in psutil.Process(pid).children(recursive=True) if is_stub(p)]
 
 
@@ -485,3 +486,81 @@ def test_kill_9_leaves_no_process_behind(mini_process, tmp_path, start):
     deadline = time.monotonic() + 2
     while any(alive(p.pid) for p in family) and time.monotonic() < deadline: time.sleep(0.02)
     assert [c for p, c in zip(family, commands) if alive(p.pid)] == []
+
+
+def stub_titles(pid:int) -> list:
+    "(cmdline, name) of each stub below `pid`: Triton's `triton_python_backend_stub`s, or ours."
+    out = []
+    for p in psutil.Process(pid).children(recursive=True):
+        try: cmd, name = p.cmdline(), p.name()
+        except psutil.NoSuchProcess: continue
+        if cmd and ('triton_python_backend_stub' in cmd[0] or cmd[0] == 'triton_mini'): out.append((cmd, name))
+    return sorted(out)
+
+
+NAMED = [('crash', 'crash_0'), ('healthy', 'healthy_0_0'), ('healthy', 'healthy_0_1'), ('stream', 'stream_0')]   # not `threaded`: in the server
+
+
+@pytest.mark.parametrize('start', START)
+def test_ps_says_which_model_and_instance_a_stub_serves(mini_process, repo, start):
+    "Forked and exec'd stubs alike: `ps -o args` shows `triton_mini stub <model> <instance>`, `ps -e` the instance."
+    m = mini_process(repo, env=START[start])
+    got = stub_titles(m.proc.pid)
+    assert got == [(['triton_mini', 'stub', model, inst], inst) for model, inst in NAMED], got
+    pid = infer(m.http_port, 'crash', 1)[1]['outputs'][1]['data'][0]
+    assert psutil.Process(pid).cmdline() == ['triton_mini', 'stub', 'crash', 'crash_0']
+
+
+@pytest.mark.oracle
+def test_tritons_stubs_name_their_model_in_ps(real_triton, repo):
+    """What the test above stands for: each stub of Triton 2.51 carries its model's path (argv[1]) and its instance's
+    name (argv[8]) in its arguments, the same instance names as ours; `threaded` is a stub too (Triton has no thread mode)."""
+    t = real_triton(repo)
+    got = sorted((Path(cmd[1]).parts[-3], cmd[8]) for cmd, name in stub_titles(t.proc.pid)
+                 if Path(cmd[1]).name == 'model.py' and name == 'triton_python_backend_stub')   # comm: its first 15 bytes
+    assert got == sorted(NAMED + [('threaded', 'threaded_0')]), got
+
+
+LOCALE_MODEL = '''
+import locale
+import numpy as np
+import triton_python_backend_utils as pb_utils
+AT_IMPORT = locale.getlocale()
+
+class TritonPythonModel:
+    def execute(self, requests):
+        seen = repr((AT_IMPORT, locale.getlocale(), locale.setlocale(locale.LC_ALL), locale.getpreferredencoding(False)))
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([seen.encode()], dtype=object))]) for _ in requests]
+'''
+IN_C = "((None, None), (None, None), 'C', 'ANSI_X3.4-1968')"   # Triton 2.51's stub, whatever the server's LANG (observed)
+
+
+def locale_repo(tmp_path) -> Path:
+    repo = tmp_path / 'models'
+    write(repo, 'where', LOCALE_MODEL, 'backend: "python"\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+                                       'output [{ name: "OUT" data_type: TYPE_STRING dims: [1] }]\n')
+    return repo
+
+
+def seen_locale(port) -> str:
+    status, _, text = http(port, 'POST', '/v2/models/where/infer', {'inputs': [{'name': 'IN', 'shape': [1], 'datatype': 'FP32', 'data': [1]}]})
+    return json.loads(text)['outputs'][0]['data'][0]
+
+
+@pytest.mark.parametrize('start', START)
+def test_a_stub_runs_in_the_c_locale(mini_process, tmp_path, start):
+    "Not the server's LANG=C.UTF-8: a stub (forked or exec'd) sets the C locale before the model is imported."
+    m = mini_process(locale_repo(tmp_path), env={**START[start], 'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
+    assert seen_locale(m.http_port) == IN_C
+
+
+def test_the_thread_mode_shares_the_servers_locale(mini_process, tmp_path):
+    "The documented difference: in the thread mode the model runs in the server's process, in its locale."
+    m = mini_process(locale_repo(tmp_path), '--python-backend-mode=thread', env={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
+    assert seen_locale(m.http_port).startswith("(('en_US', 'UTF-8'), ('en_US', 'UTF-8'), 'LC_CTYPE=C.UTF-8;")
+
+
+@pytest.mark.oracle
+def test_tritons_stub_runs_in_the_c_locale(real_triton, tmp_path):
+    t = real_triton(locale_repo(tmp_path), env={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
+    assert seen_locale(t.http_port) == IN_C

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'StandIn', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
-           'StreamRequest', 'serve', 'service_methods', 'inference_service', 'serve_h2', 'GRPCService']
+           'StreamRequest', 'grpc_error_mode', 'serve', 'service_methods', 'inference_service', 'serve_h2',
+           'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
@@ -164,9 +165,10 @@ def _is_decoupled(server:TritonServer, request) -> bool:
 
 class InferStream:
     "One ModelStreamInfer call: issues requests as they are read, queues their responses as Triton orders them."
-    def __init__(self, server:TritonServer, errors:UnexpectedErrors|None=None, forwarded:dict|None=None):
+    def __init__(self, server:TritonServer, errors:UnexpectedErrors|None=None, forwarded:dict|None=None, grpc_error:bool=False):
         self.server, self.loop, self.out = server, asyncio.get_running_loop(), asyncio.Queue()
         self.errors, self.forwarded = errors or UnexpectedErrors(), forwarded
+        self.grpc_error, self.ended = grpc_error, False   # the `triton_grpc_error` mode (below); has an error ended the stream?
         self.ordered = deque()   # requests to models that are not decoupled, oldest first: they answer in this order
         self.in_flight, self.reading = 0, True
         self.predecoded = {}     # id(request) -> _predecode's answer, for big requests
@@ -187,19 +189,31 @@ def issue(self:InferStream, request):
 
 # %% ../nbs/08a_grpc.ipynb #e4d48f22
 @patch
-def write(self:InferStream, call, message, final:bool):
-    "Queue `message` of `call` for the client: at once for decoupled models, in request order for the others."
+def write(self:InferStream, call, message, final:bool, status:tuple|None=None):
+    """Queue `message` of `call` for the client: at once for decoupled models, in request order for the others.
+    `status`: the (gRPC code, details) of an error message, which ends the stream in the `triton_grpc_error` mode."""
     if call.decoupled:
-        if message is not None: self.out.put_nowait(message)
+        if message is not None: self._put(message, status)
     else:
-        call.message = message
-        while self.ordered and self.ordered[0].message is not None: self.out.put_nowait(self.ordered.popleft().message)
+        call.message, call.status = message, status
+        while self.ordered and self.ordered[0].message is not None:
+            done = self.ordered.popleft()
+            self._put(done.message, done.status)
     if final:
         self.in_flight -= 1
         self.calls.discard(call)
         self._maybe_end()
 
 # %% ../nbs/08a_grpc.ipynb #5b379e2b
+@patch
+def _put(self:InferStream, message, status:tuple|None):
+    "To the client; in the `triton_grpc_error` mode an error is the stream's end instead, its status, and nothing follows it."
+    if self.ended: return
+    if status is not None and self.grpc_error:
+        self.ended = True
+        self.out.put_nowait(status)
+    else: self.out.put_nowait(message)
+
 @patch
 def _maybe_end(self:InferStream):
     if not self.reading and self.in_flight == 0: self.out.put_nowait(None)
@@ -221,7 +235,7 @@ async def read(self:InferStream, request_iterator):
 class StreamRequest:
     "One request of a stream and the messages its responses become."
     def __init__(self, stream:InferStream, request, decoupled:bool):
-        self.stream, self.request, self.decoupled, self.message = stream, request, decoupled, None
+        self.stream, self.request, self.decoupled, self.message, self.status = stream, request, decoupled, None, None
         self.req = self.m = None
         self.classes, self.empty_final = {}, False
 
@@ -242,8 +256,11 @@ class StreamRequest:
 def on_response(self:StreamRequest, resp, final:bool):
     "A response (or the bare final flag) of this request, on the event loop."
     if resp is None and not self.decoupled: resp = InferenceResponse()
+    status = None
     if resp is None: message = self._reply(None, final) if final and self.empty_final else None
-    elif resp.error is not None: message = self._reply(resp.error.message, final)
+    elif resp.error is not None:
+        status = grpc_status(TritonError(resp.error.message, resp.error.code))   # a copy: one error may answer a whole batch
+        message = self._reply(resp.error.message, final)
     else:
         try:
             self.stream.server.shared_memory.write_outputs(resp.outputs, self.classes)
@@ -252,8 +269,9 @@ def on_response(self:StreamRequest, resp, final:bool):
             message = pb.ModelStreamInferResponse(infer_response=r)
         except Exception as e:
             err = e if isinstance(e, TritonError) else self.stream.errors.internal('ModelStreamInfer', e)
-            message = self._reply(grpc_status(err)[1], final)
-    self.stream.write(self, message, final)
+            status = grpc_status(err)
+            message = self._reply(status[1], final)
+    self.stream.write(self, message, final, status)
 
 # %% ../nbs/08a_grpc.ipynb #b41a80c3
 @patch
@@ -271,14 +289,20 @@ def cancel_queued(self:InferStream):
         if call.req is not None: self.server.cancel(call.req, call.m)
 
 # %% ../nbs/08a_grpc.ipynb #12f05048
+def grpc_error_mode(context) -> bool:
+    "Did the client open the stream with the header `triton_grpc_error: true`?"
+    return any(k == 'triton_grpc_error' and v == 'true' for k, v in context.invocation_metadata() or ())   # exactly: `TRUE` is not it in Triton
+
 @patch
 async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
     if (status := self.restriction_status('inference', context)) is not None: await context.abort(*status)
     if self.infer_compression is not None: context.set_compression(self.infer_compression)
-    stream = InferStream(self.server, self.errors, self.forwarded_headers(context))
+    stream = InferStream(self.server, self.errors, self.forwarded_headers(context), grpc_error_mode(context))
     reader = asyncio.create_task(stream.read(request_iterator))
     try:
-        while (message := await stream.out.get()) is not None: yield message
+        while (message := await stream.out.get()) is not None:
+            if message.__class__ is tuple: await context.abort(*message)   # the `triton_grpc_error` mode's end: the error's status
+            yield message
     finally:
         reader.cancel()
         stream.cancel_queued()

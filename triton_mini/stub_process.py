@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import ctypes, dataclasses, functools, io, itertools, json, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import ctypes, dataclasses, functools, io, itertools, json, locale, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
 import numpy as np
 from concurrent.futures import Future
 import queue
@@ -18,10 +18,10 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
            'START_VARIABLES', 'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire',
            'release_flags', 'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'start_process',
-           'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'ServerProxy',
-           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub',
-           'env_root', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer',
-           'fork_key', 'fork_server']
+           'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title',
+           'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state',
+           'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main',
+           'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -506,6 +506,7 @@ def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini import pb_utils
     pb_utils._metric_changed = lambda m, op, value: self.send(('metric_op', m.family.name, m.labels, op, value))
     pb_utils._one_instance = True   # every thread of this process is the model's: BLS, metrics and logs work from any
+    set_title(f'triton_mini stub {args.model_name} {args.instance_name}', args.instance_name)   # before the model's code: a hang in it shows in ps
     try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self))
     except BaseException as e:
         self.send(('error', e if isinstance(e, TritonError) else TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')))
@@ -570,6 +571,7 @@ def stub_main(work:int, side:int, parent:int|None=None):
     sys.argv = ['']                               # the model's argv, as in Triton's stub (not `-c` and our fd)
     for sig in (signal.SIGINT, signal.SIGTERM):   # they reach the whole process group: the server decides (as Triton's stub)
         signal.signal(sig, signal.SIG_IGN)
+    locale.setlocale(locale.LC_ALL, 'C')          # Triton's stub runs its Python in the C locale, whatever the server's (below)
     socks = [socket.socket(fileno=fd) for fd in (work, side)]
     for s in socks: s.set_inheritable(False)      # close-on-exec: what the model starts (a shell, a program) cannot hold them open
     Stub(*map(Channel, socks)).serve()
@@ -582,6 +584,23 @@ def die_with_parent(parent:int):
     if sys.platform != 'linux': return                    # elsewhere the end of the channels has to do
     _prctl()(1, signal.SIGKILL, 0, 0, 0)                  # 1: PR_SET_PDEATHSIG
     if os.getppid() != parent: os._exit(1)                # it exited before we asked
+
+def set_title(title:str, name:str):
+    """Show `title` as this process's command line (`ps -o args`, psutil's `cmdline()`) and `name` as its name
+    (`/proc/PID/comm`, `ps -e`, `top`; the kernel keeps 15 bytes). Linux only, best effort, no dependency: the
+    command line the kernel shows is the memory between `arg_start` and `arg_end` of /proc/self/stat, and Python
+    never reads that memory again after start-up, so the title is written over it, as setproctitle does (at most
+    as long as the original command line: the fork server's, about 110 bytes, is the shortest). Its last byte is
+    left non-NUL: the kernel then shows the title up to its NUL, one string that psutil splits at spaces."""
+    if sys.platform != 'linux': return
+    try:
+        with open('/proc/self/stat', 'rb') as f: fields = f.read().rsplit(b')', 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])      # fields 48 and 49 of proc(5), counted from the state (field 3)
+        if end - start < 2: return
+        data = title.encode()[:end - start - 2]
+        ctypes.memmove(start, data + bytes(end - start - len(data) - 1) + b' ', end - start)
+        _prctl()(15, name.encode()[:15], 0, 0, 0)          # 15: PR_SET_NAME
+    except (OSError, ValueError, IndexError): pass
 
 # %% ../nbs/04c_stub_process.ipynb #4acde092
 @patch
