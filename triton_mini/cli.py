@@ -25,10 +25,11 @@ log = logging.getLogger('triton_mini.server')
 # %% auto #0
 __all__ = ['log', 'IGNORED_FLAGS', 'EPILOG', 'EXAMPLE_EXTRAS', 'SERVICE_WORDS', 'model_table', 'TritonLogFormatter',
            'setup_logging', 'str2bool', 'ignored_flags', 'HelpFormatter', 'build_parser', 'deprecation_warnings',
-           'parse_args', 'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'tune_gc', 'serve_on_ray',
-           'wanted_listeners', 'reserve_ports', 'main', 'serve', 'free_port', 'wait_for_http', 'check_rate_limit_args',
-           'check_args', 'parse_restricted_features', 'parse_restricted_apis', 'parse_restricted_protocols',
-           'check_http_security', 'http_limits', 'trace_setting_from_args', 'check_trace_args', 'grpc_options']
+           'parse_args', 'example_repository', 'bundled_run', 'serve_apps', 'start_server', 'openmp_waits_passively',
+           'tune_gc', 'serve_on_ray', 'wanted_listeners', 'reserve_ports', 'main', 'serve', 'free_port',
+           'wait_for_http', 'check_rate_limit_args', 'check_args', 'parse_restricted_features', 'parse_restricted_apis',
+           'parse_restricted_protocols', 'check_http_security', 'http_limits', 'trace_setting_from_args',
+           'check_trace_args', 'grpc_options']
 
 # %% ../nbs/10_cli.ipynb #fc9ab092
 def model_table(index:list) -> str:
@@ -336,6 +337,11 @@ def _listeners(args, server) -> dict:
         apps[OpenAIFrontend(server)] = ('OpenAI Service', args.http_address, args.openai_port)
     return apps
 
+# %% ../nbs/10_cli.ipynb #b7b04fe0
+def openmp_waits_passively(environ=os.environ):
+    "Idle OpenMP threads sleep instead of spinning, unless the user set OMP_WAIT_POLICY: before any runtime loads."
+    environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
 # %% ../nbs/10_cli.ipynb #ac8db56c
 def tune_gc(threshold0:int=50_000):
     "Keep the cyclic GC off the request path: freeze what start-up built, collect generation 0 less often."
@@ -394,6 +400,7 @@ def reserve_ports(args) -> dict:
 # %% ../nbs/10_cli.ipynb #8ff00f58
 def main(argv=None) -> int:
     "The `triton-mini` command: returns the process exit code."
+    openmp_waits_passively()
     args = parse_args(argv)
     setup_logging(args)
     if (err := check_args(args)) is not None:
