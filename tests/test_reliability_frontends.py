@@ -119,11 +119,13 @@ def test_grpc_many_bytes_elements_keep_health_answered(server):
     client = grpcclient.InferenceServerClient(f'127.0.0.1:{server.grpc_port}')
     try:
         inp = grpcclient.InferInput('IN', [len(values)], 'BYTES'); inp.set_data_from_numpy(values)
-        bound = health_bound(server)
-        result, worst, checks = health_latency_during(server, lambda: client.infer('identity_bytes', [inp], client_timeout=120))
+        for attempt in range(2):   # a blocked loop fails every time; a spike of the shared machine seldom twice running
+            bound = health_bound(server)
+            result, worst, checks = health_latency_during(server, lambda: client.infer('identity_bytes', [inp], client_timeout=120))
+            if worst < bound: break
     finally: client.close()
     assert (result.as_numpy('OUT') == values).all()
-    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms)'
+    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms), twice'
     still_healthy(server)
 
 
@@ -135,10 +137,12 @@ def test_big_json_body_keeps_health_answered(server):
     "An HTTP body of half a million nested BYTES strings (7 MB of JSON, over 4 MiB: decoded in the worker process): health within HEALTH_BOUND_S."
     n = 500_000
     body = json.dumps({'inputs': [{'name': 'IN', 'shape': [n], 'datatype': 'BYTES', 'data': [['abcdefgh'], ['ijk']] * (n // 2)}]}).encode()
-    bound = health_bound(server)
-    (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
+    for attempt in range(2):   # a blocked loop fails every time; a spike of the shared machine seldom twice running
+        bound = health_bound(server)
+        (status, _, out), worst, checks = health_latency_during(server, lambda: server.request('POST', '/v2/models/identity_bytes/infer', body))
+        if worst < bound: break
     assert status == 200 and len(json.loads(out)['outputs'][0]['data']) == n
-    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms)'
+    assert checks >= 3 and worst < bound, f'health took {worst * 1000:.0f} ms ({checks} checks; bound {bound * 1000:.0f} ms), twice'
     still_healthy(server)
 
 
