@@ -295,3 +295,39 @@ def test_a_busy_port_is_reported_in_tritons_words(tmp_path, service):
     busy.close()
     word = {'http': 'HTTP', 'grpc': 'GRPC', 'metrics': 'Metrics'}[service]
     assert r.returncode == 1 and f"failed to start {word} service: Unavailable - Socket '0.0.0.0:{port}' already in use " in r.stdout + r.stderr
+
+
+MEETING = '''
+import os, time
+class TritonPythonModel:
+    def initialize(self, args):
+        "Load only while three other models load too (a file each in a shared folder), as --model-load-thread-count=4 allows."
+        meet = {meet!r}
+        open(os.path.join(meet, args['model_name']), 'w').close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(meet)) < 4:
+            if time.monotonic() > deadline: raise RuntimeError('loaded alone: no other model loaded meanwhile')
+            time.sleep(0.05)
+    def execute(self, requests): return []
+'''
+
+
+def _meeting_repo(root, meet, n=4):
+    meet.mkdir()
+    for i in range(n): write_model(root, f'm{i}', SLEEPY_CFG.replace('sleepy', f'm{i}'), MEETING.format(meet=str(meet)))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('server', ['triton_mini', 'real Triton'])
+def test_models_load_four_at_a_time(tmp_path, real_triton, mini_process, server):
+    "Four models that each load only while the three others are loading: both servers load them (Triton's default of 4 at once)."
+    _meeting_repo(tmp_path / 'repo', tmp_path / 'meet')
+    s = (mini_process if server == 'triton_mini' else real_triton)(tmp_path / 'repo', timeout=120)
+    loaded = sorted(l.split('] ', 1)[1] for l in s.lines if '] "successfully loaded' in l)
+    assert loaded == [f'"successfully loaded \'m{i}\'"' for i in range(4)], s.log_tail()
+
+
+def test_model_load_thread_count_below_one_is_refused():
+    "tritonserver 2.51 aborts (std::bad_alloc) on a negative count: here any count below 1 is a usage error."
+    bad = run('--model-load-thread-count=0')
+    assert bad.returncode == 2 and "invalid count '0': expected an integer of at least 1" in bad.stderr

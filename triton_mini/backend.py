@@ -7,6 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+import threading
 import numpy as np
 from fastcore.basics import patch
 
@@ -181,7 +182,13 @@ class LazyBackend:
     "A backend known by name and model file, built by `factory` on first use (Triton's dlopen on demand)."
     def __init__(self, name:str, default_model_filename:str|None, factory):
         self.name, self.default_model_filename, self.factory = name, default_model_filename, factory
+        self._lock, self._built = threading.Lock(), None
     def __repr__(self): return f'LazyBackend({self.name!r})'
+    def build(self):
+        "The backend, built by the first caller; the others wait for it."
+        with self._lock:
+            if self._built is None: self._built = self.factory()
+            return self._built
 
 @patch
 def register_lazy(self:BackendRegistry, name:str, default_model_filename:str|None, factory) -> LazyBackend:
@@ -193,7 +200,7 @@ def get(self:BackendRegistry, name:str) -> Backend:
     "The backend called `name` (built now if it was registered lazily), or Triton's error when there is none."
     b = self._backends.get(name)
     if b is None: raise _unknown_backend(name)
-    if isinstance(b, LazyBackend): b = self._backends[name] = b.factory()
+    if isinstance(b, LazyBackend): b = self._backends[name] = b.build()
     return b
 
 # %% ../nbs/03_backend.ipynb #47d45fa0

@@ -85,6 +85,13 @@ def str2bool(v) -> bool:
 def _bool(p, name, default, help):
     p.add_argument(name, type=str2bool, nargs='?', const=True, default=default, metavar='BOOL', help=f'{help} (default {str(default).lower()})')
 
+def _positive(v) -> int:
+    "A count of at least 1 (tritonserver 2.51 aborts on a negative --model-load-thread-count)."
+    try: n = int(v)
+    except ValueError: n = 0
+    if n < 1: raise argparse.ArgumentTypeError(f"invalid count '{v}': expected an integer of at least 1")
+    return n
+
 # %% ../nbs/10_cli.ipynb #9251f92b
 def _http_security_args(p:argparse.ArgumentParser):
     "The HTTP hardening flags: Triton's restriction and header forwarding, triton_mini's connection limits."
@@ -143,7 +150,7 @@ def _trace_args(p:argparse.ArgumentParser):
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
 # cache libraries, repository agents, namespacing): accepted, and named in one warning line.
-IGNORED_FLAGS = ('--backend-config', '--model-load-thread-count', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
+IGNORED_FLAGS = ('--backend-config', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--cache-directory',
                  '--metrics-config', '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
@@ -182,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument('--load-model', action='append', default=[], metavar='NAME', help="with explicit mode: load at start ('*' = all)")
     _bool(r, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
     r.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
+    r.add_argument('--model-load-thread-count', type=_positive, default=4, metavar='N', help='how many models load at once')
     r.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
     s = p.add_argument_group('server')
@@ -320,7 +328,8 @@ def start_server(args) -> tuple:
                           python_backend_mode=resolve_python_backend_mode(args.python_backend_mode, SERVED_PYTHON_BACKEND_MODE),
                           backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None),
                           model_config_name=args.model_config_name, rate_limit=getattr(args, 'rate_limit_mode', 'off'),
-                          rate_limit_resources=getattr(args, 'rate_limit_resources', []))
+                          rate_limit_resources=getattr(args, 'rate_limit_resources', []),
+                          model_load_thread_count=args.model_load_thread_count)
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))

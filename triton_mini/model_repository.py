@@ -5,6 +5,7 @@
 # %% ../nbs/02_model_repository.ipynb #52e68bc5
 from __future__ import annotations
 import contextlib, logging, os, shutil, tempfile, threading, time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from fastcore.basics import patch
@@ -138,15 +139,17 @@ class ModelEntry:
 class ModelRepository:
     "Triton's model repository manager: models on disk, their versions and states, and the control modes."
     def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=(),
-                 model_config_name:str=''):   # --model-config-name: read configs/<name>.pbtxt where a model has one
+                 model_config_name:str='',    # --model-config-name: read configs/<name>.pbtxt where a model has one
+                 load_threads:int=1):         # --model-load-thread-count: models loading at once (the server passes Triton's 4)
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         if control_mode not in ('none', 'poll', 'explicit'): raise ValueError(f'unknown model control mode {control_mode!r}')
         self.loader, self.control_mode, self.strict = loader, control_mode, strict_model_config
-        self.startup_models, self.config_name = list(startup_models), model_config_name
+        self.startup_models, self.config_name, self.load_threads = list(startup_models), model_config_name, max(int(load_threads), 1)
         self.models: dict = {}          # name -> ModelEntry
         self._ready: dict = {}          # name -> {version: handle}, replaced on every change
         self._lock = threading.RLock()
-        self._unloading: list = []      # threads finishing unloads
+        self._unloading: list = []      # threads finishing unloads (changed under _unloading_lock: loads run in parallel)
+        self._unloading_lock = threading.Lock()
         self._gone: set = set()         # models whose folder was removed while they had versions (poll mode)
         self._override_roots: set = set()   # temporary folders holding the files of load requests
 
@@ -275,7 +278,7 @@ def _retire(self:ModelRepository, entry:ModelEntry, v:int, st:VersionState, reas
             if self._override_roots: self._sweep_soon()   # files of a load request, once nothing uses them
     if wait: return finish()
     t = threading.Thread(target=finish, name=f'unload:{entry.name}:{v}', daemon=True)
-    self._unloading = [x for x in self._unloading if x.is_alive()] + [t]
+    with self._unloading_lock: self._unloading = [x for x in self._unloading if x.is_alive()] + [t]
     t.start()
 
 @patch
@@ -288,8 +291,9 @@ def wait_for_unloads(self:ModelRepository, timeout:float|None=None) -> bool:
 @patch
 def _publish(self:ModelRepository):
     "Replace the serving map with the versions that are READY now."
-    self._ready = {name: {v: st.handle for v, st in e.versions.items() if st.state == READY}
-                   for name, e in self.models.items() if any(st.state == READY for st in e.versions.values())}
+    models = [(name, list(e.versions.items())) for name, e in list(self.models.items())]   # copies: other loads go on meanwhile
+    self._ready = {name: {v: st.handle for v, st in versions if st.state == READY}
+                   for name, versions in models if any(st.state == READY for _, st in versions)}
 
 # %% ../nbs/02_model_repository.ipynb #a71e0b0e
 def dependencies(config:ModelConfig|None) -> set:
@@ -329,6 +333,26 @@ def _scan(self:ModelRepository):
     return found
 
 @patch
+def _load_each(self:ModelRepository, order:list) -> dict:
+    "Load the models of `order` (a load order), up to `load_threads` at once; returns {name: error message}."
+    errors = {}
+    def one(n):
+        try: self._load_entry(self.models[n])
+        except TritonError as e: errors[n] = e.message
+    if self.load_threads == 1 or len(order) < 2:
+        for n in order: one(n)
+        return errors
+    # a model starts once the models it depends on that come earlier in the order are done (a cycle fails, not hangs)
+    needs = {n: dependencies(self._peek_config(n)) & set(order[:i]) for i, n in enumerate(order)}
+    done, running = set(), {}
+    with ThreadPoolExecutor(min(self.load_threads, len(order)), thread_name_prefix='model-load') as pool:
+        while needs or running:
+            for n in [n for n, d in needs.items() if d <= done]: del needs[n]; running[pool.submit(one, n)] = n
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished: done.add(running.pop(f)); f.result()
+    return errors
+
+@patch
 def load(self:ModelRepository, names=None) -> dict:
     "Load `names` (default: what the control mode loads at start); returns {name: error message}."
     with self._lock:
@@ -342,9 +366,7 @@ def load(self:ModelRepository, names=None) -> dict:
         names = [n for n in names if n not in errors]
         for n in names:
             if n in self.models: self.models[n].explicit = True
-        for n in self._load_order([n for n in names if n in self.models]):
-            try: self._load_entry(self.models[n])
-            except TritonError as e: errors[n] = e.message
+        errors.update(self._load_each(self._load_order([n for n in names if n in self.models])))
         for n in names:
             if n not in self.models: errors[n] = f"failed to load '{n}', failed to poll from model repository"
         return errors

@@ -203,7 +203,8 @@ class TritonServer:
                  response_cache:ResponseCache|None=None, # --cache-config's cache (05c); None: no model is cached
                  model_config_name:str='',               # --model-config-name: configs/<name>.pbtxt where a model has one (02)
                  rate_limit:str='off',                   # --rate-limit: 'execution_count' gates executions by resources (05d)
-                 rate_limit_resources=()):               # --rate-limit-resource values: (name, count, device), device -1 = every one
+                 rate_limit_resources=(),                # --rate-limit-resource values: (name, count, device), device -1 = every one
+                 model_load_thread_count:int=4):         # --model-load-thread-count: models loading at once (02), Triton's default
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         self.python_backend_mode = resolve_python_backend_mode(python_backend_mode)   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
@@ -212,9 +213,10 @@ class TritonServer:
         if isinstance(model_repository, ModelRepository): self.repository = model_repository
         else: self.repository = ModelRepository(model_repository, control_mode=model_control_mode,
                                                 strict_model_config=strict_model_config, startup_models=load_models,
-                                                model_config_name=model_config_name)
+                                                model_config_name=model_config_name, load_threads=model_load_thread_count)
         self.repository.loader = self
         self._started, self._poller = False, None
+        self._backend_lock = threading.Lock()   # models load in parallel: a Python-based backend is registered once
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
         self.response_cache = response_cache
         self.rate_limiter = RateLimiter(rate_limit_resources) if rate_limit == 'execution_count' else None   # 05d_rate_limiter
@@ -269,8 +271,9 @@ def complete(self:TritonServer, cfg:ModelConfig, model_dir:Path, auto_complete:b
 def _backend_for(self:TritonServer, cfg:ModelConfig, model_dir:Path) -> tuple:
     "The name of the model's backend and the backend (None when there is none by that name)."
     name = self.backends.backend_name_for(cfg, model_dir)
-    if name not in self.backends and (f := backend_class('find-python-based')(self.backend_directory, name)) is not None:
-        self.backends.register(backend_class('python-based')(name, f, self, self.metric_families, self.python_backend_mode))
+    with self._backend_lock:
+        if name not in self.backends and (f := backend_class('find-python-based')(self.backend_directory, name)) is not None:
+            self.backends.register(backend_class('python-based')(name, f, self, self.metric_families, self.python_backend_mode))
     return name, self.backends.get(name) if name in self.backends else None
 
 # %% ../nbs/07_server.ipynb #50fc63c6
