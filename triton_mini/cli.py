@@ -409,6 +409,10 @@ def reserve_ports(args) -> dict:
 # %% ../nbs/10_cli.ipynb #8ff00f58
 def main(argv=None) -> int:
     "The `triton-mini` command: returns the process exit code."
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ['perf']:   # `triton-mini perf ...`: perf_analyzer's interface (10b_perf), a client loaded only when asked
+        from triton_mini.perf import main as perf_main
+        return perf_main(argv[1:])
     openmp_waits_passively()
     args = parse_args(argv)
     setup_logging(args)

@@ -1,0 +1,91 @@
+"""`triton-mini perf` (issue 46, stage 1) against a running server: the triton-mini command on the bundled repository
+over HTTP and gRPC, and the real Triton 2.51 (oracle), checked through its CSV and report, as a user runs it."""
+import csv, shutil, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from triton_servers import ROOT
+
+FAST = ['-p', '500', '-s', '50', '--max-trials', '4']   # short windows: the tests check the tool, not the server
+
+
+def perf(*flags, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'triton_mini', 'perf', *flags], capture_output=True, text=True, timeout=timeout)
+
+
+def add_sub_repo(tmp_path) -> Path:
+    "Only the bundled add_sub (the bundled repository's GGUF models need llama-cpp-python, which real Triton lacks)."
+    shutil.copytree(ROOT / 'model_repository' / 'add_sub', tmp_path / 'repo' / 'add_sub')
+    return tmp_path / 'repo'
+
+
+def check_csv(path:Path, levels:list):
+    rows = list(csv.DictReader(open(path)))
+    assert [int(r['Concurrency']) for r in rows] == levels
+    for r in rows:
+        assert float(r['Inferences/Second']) > 0
+        assert int(r['p50 latency']) <= int(r['p99 latency'])
+        assert int(r['Server Compute Infer']) > 0          # the statistics extension's deltas reached the report
+    return rows
+
+
+@pytest.fixture(scope='module')
+def server(launch_module, tmp_path_factory):
+    return launch_module.mini_process(add_sub_repo(tmp_path_factory.mktemp('perf')))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('protocol', ['http', 'grpc'])
+def test_perf_over_both_protocols(server, tmp_path, protocol):
+    port = server.http_port if protocol == 'http' else server.grpc_port
+    out = tmp_path / 'perf.csv'
+    r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--concurrency-range', '1:2', '-f', str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    check_csv(out, [1, 2])
+    assert 'Concurrency: 1, throughput: ' in r.stdout and 'Concurrency: 2, throughput: ' in r.stdout
+    assert 'Successful request count: 0' not in r.stdout and 'compute infer' in r.stdout
+
+
+@pytest.mark.slow
+def test_request_rate_and_batch(server):
+    r = perf('-m', 'add_sub', '-u', f'localhost:{server.http_port}', '--request-rate-range', '100', '-b', '4', '--input-data', 'zero', *FAST)
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith('Request Rate: 100,'))
+    assert 300 < float(line.split('throughput: ')[1].split()[0]) < 500     # 100 requests/s of 4 inferences
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('flags, says', [
+    (['-m', 'nope'], "Request for unknown model: 'nope' is not found"),
+    (['-m', 'add_sub', '--shape', 'INPUT0:5'], "unexpected shape for input 'INPUT0'"),
+    (['-m', 'add_sub', '--input-data', 'BAD'], "input 'INPUT0' has 3 elements, its shape [4] needs 4"),
+])
+def test_bad_input_is_one_line(server, tmp_path, flags, says):
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"data": [{"INPUT0": [1, 2, 3], "INPUT1": [1, 2, 3, 4]}]}')
+    r = perf(*[str(bad) if f == 'BAD' else f for f in flags], '-u', f'localhost:{server.http_port}', *FAST)
+    assert (r.returncode, len(r.stderr.strip().splitlines())) == (1, 1), r.stderr
+    assert r.stderr.startswith('error: ') and says in r.stderr
+
+
+def test_server_down_is_one_line():
+    r = perf('-m', 'add_sub', '-u', 'localhost:1')
+    assert r.returncode == 1 and r.stderr.strip() == 'error: cannot connect to the server at localhost:1 (Connection refused); is it running?'
+
+
+def test_perf_is_a_client():
+    "The load generator talks to servers through the protocol only: it imports no part of triton_mini."
+    from test_layering import imports_of
+    assert imports_of('perf') == set()
+
+
+@pytest.mark.oracle
+def test_perf_against_real_triton(real_triton, tmp_path):
+    "The same command measures the real Triton 2.51, server-side statistics included, over HTTP and gRPC."
+    triton = real_triton(add_sub_repo(tmp_path))
+    for protocol, port in (('http', triton.http_port), ('grpc', triton.grpc_port)):
+        out = tmp_path / f'{protocol}.csv'
+        r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--concurrency-range', '1:2', '-f', str(out), *FAST)
+        assert r.returncode == 0, r.stderr
+        check_csv(out, [1, 2])
