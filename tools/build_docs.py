@@ -30,6 +30,9 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from pygments.formatters import HtmlFormatter
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from notebook_index import PARTS, part, reading_order  # noqa: E402  (one reading order for the table and the sidebar)
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE_DIR = Path(__file__).resolve().parent / 'docs_template'
 MARKER = '.triton_mini_docs'  # marks a folder this script owns, so a rebuild may empty it
@@ -39,9 +42,14 @@ ASSET_EXTS = {'.png', '.jpg', '.jpeg', '.gif', '.svg', '.webp', '.css', '.js'}
 # Step 1: nbdev's processing
 
 def notebooks(nbs_path):
-    "The notebooks that become pages, in sidebar order: index first, then by file name (like nbdev_sidebar)."
+    """The notebooks that become pages, in sidebar order: the book's reading order (tools/notebook_index.py):
+    index, 00_overview, the learning path's tutorials by number, then the layer notebooks by file name."""
     nbs = [p for p in Path(nbs_path).glob('*.ipynb') if not p.name.startswith(('_', '.'))]
-    return sorted(nbs, key=lambda p: ('' if p.stem == 'index' else '1', p.name))
+    return sorted(nbs, key=lambda p: reading_order(p.stem))
+
+def sidebar_group(stem:str, has_path:bool) -> str:
+    "The sidebar heading `stem` sits under: '' before the learning path, or when a site has none (no headings)."
+    return PARTS[part(stem)] if has_path else ''
 
 # One fresh interpreter per notebook, as nbdev's spawned workers: nbdev's processors execute notebook code (and
 # IPython takes over __main__), so nothing may leak from one notebook into the next. nbdev finds settings.ini from
@@ -464,8 +472,10 @@ def build_docs(
     for i, p in enumerate(pages):
         p['prev'] = pages[i-1] if i > 0 else None
         p['next'] = pages[i+1] if i+1 < len(pages) else None
+    has_path = any(part(p['name']) == 'path' for p in pages)
     site = dict(title=cfg.get('title') or cfg.get('lib_name') or root.name, git_url=cfg.get('git_url', ''),
-                pages=[dict(href=p['href'], title=p['title'], number=p['number']) for p in pages])
+                pages=[dict(href=p['href'], title=p['title'], number=p['number'], group=sidebar_group(p['name'], has_path))
+                       for p in pages])
 
     exporter = make_exporter()
     rendered = []

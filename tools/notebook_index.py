@@ -98,22 +98,41 @@ def story_time(shape:dict) -> str:
     main, whole = reading_time(shape['main_minutes']), reading_time(shape['minutes'])
     return main if main == whole else f'{main} / {whole}'
 
+# The book's reading order (the docs sidebar's too, tools/build_docs.py): the index, 00_overview, then the learning
+# path (tutorial_1_..., tutorial_2_..., by number: tutorials that use the package as a user does), then the layer
+# notebooks, the reference, by file name.
+FIRST = ('index', '00_overview')
+TUTORIAL = re.compile(r'^tutorial_(\d+)_')
+PARTS = {'start': '', 'path': 'Learning path', 'reference': 'Reference'}
+
+def part(stem:str) -> str:
+    "'start' (index, 00_overview), 'path' (a tutorial of the learning path) or 'reference' (a layer notebook)."
+    return 'start' if stem in FIRST else 'path' if TUTORIAL.match(stem) else 'reference'
+
+def reading_order(stem:str) -> tuple:
+    "Sort key of a notebook's stem in the book's reading order."
+    kind = part(stem)
+    if kind == 'start': return (0, FIRST.index(stem), stem)
+    if kind == 'path': return (1, int(TUTORIAL.match(stem).group(1)), stem)
+    return (2, 0, stem)
+
 def _notebook_paths(nbs:Path) -> list:
-    return [p for p in sorted(Path(nbs).glob('*.ipynb')) if p.stem != 'index' and not p.name.startswith(('_', '.'))]
+    return sorted((p for p in Path(nbs).glob('*.ipynb') if p.stem != 'index' and not p.name.startswith(('_', '.'))),
+                  key=lambda p: reading_order(p.stem))
 
 
 def notebooks(nbs:Path=ROOT / 'nbs') -> list:
-    "Every notebook of the book in reading order (file name order, as the docs sidebar), index left out."
+    "Every notebook of the book in reading order (`reading_order`, as the docs sidebar), index left out."
     return [{**notebook_shape(p), **notebook_info(p)} for p in _notebook_paths(nbs)]
 
 
 def notebooks_table(nbs:Path=ROOT / 'nbs') -> str:
-    "The markdown table of every notebook: link, module, what it teaches, reading time, its shape, its slow cells."
-    rows = ['| notebook | module | what it teaches | reading time (main story / whole) | cells | code lines | main-story code cells with output | first output at cell | slow cells |',
-            '|---|---|---|---|---|---|---|---|---|']
+    "The markdown table of every notebook in reading order: its part of the book, link, module, what it teaches, reading time, its shape, its slow cells."
+    rows = ['| part | notebook | module | what it teaches | reading time (main story / whole) | cells | code lines | main-story code cells with output | first output at cell | slow cells |',
+            '|---|---|---|---|---|---|---|---|---|---|']
     for n in notebooks(nbs):
         module = f"`triton_mini.{n['module']}`" if n['module'] else '(exports nothing)'
-        rows.append(f"| [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {story_time(n)} | "
+        rows.append(f"| {PARTS[part(n['stem'])] or 'start'} | [{n['stem']}]({n['stem']}.ipynb) | {module} | **{n['title']}.** {n['summary']} | {story_time(n)} | "
                     f"{n['cells']} | {n['code_lines']} | {n['with_output']:.0%} | {n['first_output'] or '-'} | {n['slow'] or ''} |")
     return Markdown('\n'.join(rows))
 
