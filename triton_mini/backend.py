@@ -17,7 +17,7 @@ from .tensors import TritonError
 # %% auto #0
 __all__ = ['InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend', 'BackendRegistry', 'LazyBackend',
            'IdentityInstance', 'IdentityBackend', 'ClassificationInstance', 'ClassificationBackend', 'next_token',
-           'LLMInstance', 'LLMBackend']
+           'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error']
 
 # %% ../nbs/03_backend.ipynb #ea31e1b2
 @dataclass(eq=False, slots=True)
@@ -270,3 +270,18 @@ class LLMInstance(ModelInstance):
 class LLMBackend(Backend):
     "Teaching backend `mini_llm`: predicts a next token (stands in for vLLM / TensorRT-LLM)."
     name, instance_class = 'mini_llm', LLMInstance
+
+# %% ../nbs/03_backend.ipynb #775f02d1
+def responses_by_rows(requests:list, sizes:list, results:dict, batching:bool) -> list:
+    "One response per request of a batch run as one call: its `sizes` rows of each output it asked for (all of it when not batching)."
+    answers, start = [], 0
+    for r, n in zip(requests, sizes):
+        keep = [k for k in results if r.requested_outputs is None or k in r.requested_outputs]
+        answers.append(InferenceResponse({k: results[k][start:start + n] if batching else results[k] for k in keep}))
+        start += n
+    return answers
+
+def batch_error(requests:list, e:Exception) -> list:
+    "The responses of a batch that failed as a whole: each request gets the error (anything not a TritonError as INTERNAL)."
+    if not isinstance(e, TritonError): e = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
+    return [InferenceResponse(error=e) for _ in requests]

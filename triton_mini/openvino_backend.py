@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import Backend, InstanceArgs, ModelInstance, InferenceResponse
+from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows
 from .model_config import ModelConfig
 from .tensors import TritonError, format_shape
 
@@ -190,14 +190,9 @@ class OpenVINOInstance(ModelInstance):
                 if mbs and arr.shape[0] != total + pad:
                     raise TritonError(f'expected the batch size of openvino model output to be {total + pad}, got {arr.shape[0]}', 'INTERNAL')
                 results[io.name] = arr[:total] if mbs else arr
-            answers, start = [], 0
-            for r, n in zip(requests, sizes):
-                keep = [k for k in results if r.requested_outputs is None or k in r.requested_outputs]
-                answers.append(InferenceResponse({k: results[k][start:start + n] if mbs else results[k] for k in keep}))
-                start += n
+            answers = responses_by_rows(requests, sizes, results, bool(mbs))
         except Exception as e:          # the whole batch fails: every request gets the error, the statistics count a failure
-            if not isinstance(e, TritonError): e = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
-            answers, t1, t2, self.failed = [InferenceResponse(error=e) for _ in requests], t0, t0, True
+            answers, t1, t2, self.failed = batch_error(requests, e), t0, t0, True
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return answers
 

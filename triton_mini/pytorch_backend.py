@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import Backend, InstanceArgs, ModelInstance, InferenceResponse
+from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows
 from .model_config import ModelConfig
 from .tensors import TritonError, format_shape
 
@@ -236,17 +236,12 @@ class PyTorchInstance(ModelInstance):
                     raise TritonError(f"The output {name} in the model configuration refers to an output index which "
                                       f"doesn't exist. This model has {len(outs)} outputs", 'INVALID_ARG')
                 results[name] = _to_numpy(outs[pos], name, self.outs[name])
-            answers, start = [], 0
-            for r, n in zip(requests, sizes):
-                keep = [k for k in results if r.requested_outputs is None or k in r.requested_outputs]
-                if batching and any(results[k].shape[0] != sum(sizes) for k in keep):
-                    bad = next(k for k in keep if results[k].shape[0] != sum(sizes))
-                    raise TritonError(f"output '{bad}' has shape {format_shape(results[bad].shape)}, expected a batch dimension of {sum(sizes)}", 'INTERNAL')
-                answers.append(InferenceResponse({k: results[k][start:start + n] if batching else results[k] for k in keep}))
-                start += n
+            wanted = [k for k in results if any(r.requested_outputs is None or k in r.requested_outputs for r in requests)]
+            if batching and (bad := next((k for k in wanted if results[k].shape[0] != sum(sizes)), None)) is not None:
+                raise TritonError(f"output '{bad}' has shape {format_shape(results[bad].shape)}, expected a batch dimension of {sum(sizes)}", 'INTERNAL')
+            answers = responses_by_rows(requests, sizes, results, batching)
         except Exception as e:          # the whole batch fails: every request gets the error, the statistics count a failure
-            if not isinstance(e, TritonError): e = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
-            answers, t1, t2, self.failed = [InferenceResponse(error=e) for _ in requests], t0, t0, True
+            answers, t1, t2, self.failed = batch_error(requests, e), t0, t0, True
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return answers
 
