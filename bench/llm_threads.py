@@ -4,7 +4,7 @@ Writes a 51 MB random-weight GGUF (8 layers x 512, triton_mini.llm.write_tiny_gg
 with each (count, n_threads) pair from one repository, and measures greedy 32-token generations: one client
 alone, then two clients at once, interleaved over rounds; prints medians.
 
-    python bench/llm_threads.py [rounds]
+    python bench/llm_threads.py [rounds] [thread|process ...]    # default: 5 rounds, both modes (stub processes are the served default)
 """
 import shutil, statistics, sys, tempfile, threading, time
 from pathlib import Path
@@ -39,8 +39,9 @@ def generate(server, name) -> float:
     return time.perf_counter() - t
 
 
-def main(rounds:int=5):
-    with tempfile.TemporaryDirectory() as tmp, TritonServer(build_repository(Path(tmp))) as server:
+def measure(models:Path, mode:str, rounds:int) -> dict:
+    "Tokens/s per (count, n_threads): one client alone, then two at once, `rounds` times, Python models run in `mode`."
+    with TritonServer(models, python_backend_mode=mode) as server:
         results = {c: {'one': [], 'two': []} for c in CONFIGS}
         for c in CONFIGS: generate(server, f'q_{c[0]}_{c[1]}')          # warm up
         for _ in range(rounds):
@@ -52,9 +53,17 @@ def main(rounds:int=5):
                 for th in threads: th.start()
                 for th in threads: th.join()
                 results[c]['two'].append(2 * TOKENS / (time.perf_counter() - t))
-        print('| count x n_threads | 1 client tok/s | 2 clients at once, total tok/s |\n|---|---|---|')
+    return results
+
+
+def main(rounds:int=5, modes=('process', 'thread')):
+    with tempfile.TemporaryDirectory() as tmp:
+        models = build_repository(Path(tmp))
+        runs = {mode: measure(models, mode, rounds) for mode in modes}
+    print('| mode | count x n_threads | 1 client tok/s | 2 clients at once, total tok/s |\n|---|---|---|---|')
+    for mode, results in runs.items():
         for (count, threads), r in results.items():
-            print(f"| {count} x {threads} | {statistics.median(r['one']):.0f} | {statistics.median(r['two']):.0f} |")
+            print(f"| {mode} | {count} x {threads} | {statistics.median(r['one']):.0f} | {statistics.median(r['two']):.0f} |")
 
 
-if __name__ == '__main__': main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+if __name__ == '__main__': main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, tuple(sys.argv[2:]) or ('process', 'thread'))
