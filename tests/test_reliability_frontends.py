@@ -121,9 +121,7 @@ def thread_server(tmp_root):
 
 
 @pytest.mark.slow   # a latency bound: run where the machine is quiet, not in the fast loop
-@pytest.mark.parametrize('mode', ['thread', pytest.param('process', marks=pytest.mark.xfail(strict=False, reason=
-    "issue 42: in the served default a million BYTES elements cross to the stub process and back pickled, and the "
-    "health check waits 260-355 ms (thread mode: well under the bound); the hop's shared-memory tensors are the fix"))])
+@pytest.mark.parametrize('mode', ['thread', 'process'])   # process: the hop pickles BYTES in slices without a memo (04c)
 def test_grpc_many_bytes_elements_keep_health_answered(server, thread_server, mode):
     "A gRPC request of a million small BYTES elements of varied length: health answers within HEALTH_BOUND_S meanwhile."
     server = thread_server if mode == 'thread' else server

@@ -16,12 +16,12 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
-           'START_VARIABLES', 'exec_stub', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'request_to_wire',
-           'release_flags', 'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'start_process',
-           'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title',
-           'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state',
-           'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main',
-           'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
+           'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN', 'TEXT_SLICE', 'Channel', 'channel_pair', 'send_message',
+           'recv_message', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command', 'server_paths',
+           'spawn_stub', 'start_process', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main',
+           'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state',
+           'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members', 'server_pidfd',
+           'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -1032,6 +1032,39 @@ def reducer_override(self:_Pickler, obj):
     "Small numeric arrays and responses as their plain parts: twice as fast as their generic reduce, both ways."
     t = type(obj)
     if t is np.ndarray and obj.nbytes < OUT_OF_BAND and obj.dtype.kind in 'biufc' and obj.flags.c_contiguous:
-        return np.ndarray, (obj.shape, obj.dtype.str, bytearray(obj))   # over a bytearray: writable
+        return np.ndarray, (obj.shape, obj.dtype.str, bytearray(obj.data))   # writable; obj.data: bytearray(a 0-d int array) would be that many zeros
     if t is InferenceResponse: return InferenceResponse, tuple(getattr(obj, f) for f in _RESPONSE_FIELDS)
+    if t is np.ndarray and obj.nbytes >= OUT_OF_BAND and obj.dtype.kind in 'biufc' and not (
+            obj.flags.c_contiguous or obj.flags.f_contiguous):   # numpy would copy it into the pickle
+        return _same, (np.ascontiguousarray(obj),)               # one copy, then out of band
+    if t is np.ndarray and obj.dtype.kind == 'O' and obj.size >= TEXT_ARRAY_MIN: return _reduce_text(obj)
     return NotImplemented
+
+def _same(x): return x
+
+# %% ../nbs/04c_stub_process.ipynb #87188905
+TEXT_ARRAY_MIN = 64       # smaller object arrays: numpy's reduce, cheaper than the slices' setup
+TEXT_SLICE = 1 << 15      # elements per slice: ~1-2 ms of pickling, so other threads get the GIL in between
+_TEXT = {bytes, str}
+
+def _pickle_fast(elements:list) -> pickle.PickleBuffer:
+    "`elements` pickled without a memo, as a buffer the channel may send out of band."
+    out = io.BytesIO(); p = pickle.Pickler(out, protocol=5); p.fast = True
+    p.dump(elements)
+    return pickle.PickleBuffer(out.getbuffer())
+
+def _reduce_text(arr:np.ndarray):
+    "An object array of only bytes/str: its shape, order and the memo-less pickles of its elements' slices."
+    order = 'F' if arr.flags.f_contiguous and not arr.flags.c_contiguous else 'C'
+    elements = arr.ravel(order).tolist()
+    slices = [elements[i:i + TEXT_SLICE] for i in range(0, len(elements), TEXT_SLICE)]
+    if not all(set(map(type, s)) <= _TEXT for s in slices): return NotImplemented   # one slice per C call
+    return _text_array, (arr.shape, order, *map(_pickle_fast, slices))
+
+def _text_array(shape:tuple, order:str, *pickles) -> np.ndarray:
+    "The object array `_reduce_text` wrote, unpickled slice by slice (writable, as numpy's own unpickling gives)."
+    arr, i = np.empty(int(np.prod(shape)), dtype=object), 0
+    for p in pickles:
+        part = pickle.loads(p)
+        arr[i:i + len(part)] = part; i += len(part)
+    return arr.reshape(shape, order=order)
