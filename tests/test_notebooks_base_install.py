@@ -92,3 +92,16 @@ def test_pytorch_notebook_runs_without_torch():
     assert len(needs) >= 5 and all(c['stdout'].startswith('skipped: this cell needs torch') for c in needs), needs
     others = [c for c in cells if c not in needs]
     assert any('tensor_positions(' in c['source'] for c in others)          # the naming rules' cells ran
+
+
+@pytest.mark.slow
+def test_llm_tutorial_runs_without_llama_cpp():
+    "Part 5 of the learning path in the base install: it says llama-cpp-python is missing, its LLM cells say why they are skipped, the config lesson runs."
+    cells = run_without_llama_cpp('tutorial_5_llm')
+    errors = [(c['source'][:200], c['errors']) for c in cells if c['errors']]
+    assert not errors, errors
+    needs = [c for c in cells if re.search(r'^#\| needs: llama_cpp$', c['source'], re.M)]
+    assert len(needs) >= 8 and all(c['stdout'].startswith('skipped: this cell needs llama_cpp') for c in needs), needs
+    others = [c for c in cells if c not in needs]
+    assert any(c['stdout'].startswith('llama-cpp-python is not installed here') for c in others)
+    assert any('GGUFReader(gguf_path)' in c['source'] for c in others)      # the stand-in GGUF is still read
