@@ -23,12 +23,12 @@ def mp_start_method() -> str:
     return 'forkserver' if CAN_FORK and 'forkserver' in multiprocessing.get_all_start_methods() else 'spawn'
 
 # %% ../nbs/01b_portability.ipynb #0e32dffb
-def open_file_limit(unknown:int=1024) -> int:
-    "The process's soft limit of open files (`ulimit -n`); `unknown` where the system has no such limit (Windows) or it is infinite."
+def open_file_limit(unknown:int=1024, infinite:int=1 << 17) -> int:
+    "The process's soft limit of open files (`ulimit -n`; `infinite` when unlimited); `unknown` where the system has no such limit (Windows)."
     try: import resource
     except ImportError: return unknown
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return unknown if soft == resource.RLIM_INFINITY else soft
+    return infinite if soft == resource.RLIM_INFINITY else soft
 
 # %% ../nbs/01b_portability.ipynb #13d7eac3
 def add_signal_handlers(loop:asyncio.AbstractEventLoop, callback, signals=(signal.SIGINT, signal.SIGTERM)):
