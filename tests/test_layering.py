@@ -10,6 +10,10 @@ def test_errors_is_the_bottom_of_the_core():
     "triton_mini.errors imports nothing of triton_mini, so every layer may import it."
     assert [m for m in _modules_after('import triton_mini.errors') if m not in ('triton_mini', 'triton_mini.errors')] == []
 
+def test_portability_is_at_the_bottom_of_the_core():
+    "triton_mini.portability (what Windows and macOS lack) imports nothing of triton_mini, so every layer may ask it."
+    assert [m for m in _modules_after('import triton_mini.portability') if m not in ('triton_mini', 'triton_mini.portability')] == []
+
 def test_one_error_class_and_one_verbose_level():
     "tensors re-exports the core's error; pb_utils and the command line use the core's VERBOSE level."
     from triton_mini import errors, tensors, pb_utils, cli
@@ -28,7 +32,7 @@ FRONT_END_HELPERS = {'http_hardening': 'http_server', 'grpc_extensions': 'grpc_s
 COMPOSITION = {'cli', '__main__'}
 SCALE_OUT = {'ray_serve'}   # above the front ends: a Ray Serve replica owns a TritonServer and the HTTP front end
 BACKEND_IMPLEMENTATIONS = {'python_backend', 'onnx_backend', 'fil_backend', 'pytorch_backend', 'openvino_backend', 'stub_process', 'pb_utils'}
-CORE = {'errors', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
+CORE = {'errors', 'portability', 'tensors', 'model_config', 'config_parser', 'model_config_utils', 'model_repository', 'backend',
         'scheduler', 'rate_limiter', 'sequence_batcher', 'ensemble', 'shared_memory', 'response_cache', 'trace', 'server',
         'metrics'}   # the Prometheus rendering, as in Triton's core (TRITONSERVER_MetricsFormatted); metrics_server serves it
 

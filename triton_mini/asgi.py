@@ -10,6 +10,7 @@ from fastcore.basics import patch
 
 from .tensors import json_dumps
 from .server import run_loop
+from .portability import open_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +144,7 @@ def _quiet_uvicorn():
 # %% ../nbs/07a_asgi.ipynb #6181cdcb
 def default_max_connections() -> int:
     "Half the process's soft open-file limit (the other half stays for gRPC, metrics and model files)."
-    import resource
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return max(16, min(soft if soft != resource.RLIM_INFINITY else 1 << 17, 1 << 17) // 2)
+    return max(16, min(open_file_limit(), 1 << 17) // 2)   # Windows has no such limit: 01b_portability's stand-in
 
 @dataclass
 class HTTPLimits:

@@ -11,6 +11,7 @@ from pathlib import Path
 import triton_mini
 from .tensors import TritonError
 from .errors import VERBOSE
+from .portability import add_signal_handlers
 from .server import TritonServer, run_loop, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE
 from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
@@ -308,7 +309,7 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
         log.info(f'Signal ({int(sig)}) received.')
         stop.set()
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM): loop.add_signal_handler(sig, on_signal, sig)
+        add_signal_handlers(loop, on_signal)   # signal.signal where the loop has no add_signal_handler (Windows)
     tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(servers, apps.values())]
     await stop.wait()
     for s in servers: s.should_exit = True

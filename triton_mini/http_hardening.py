@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 
 from .tensors import TritonError, _object_array, json_dumps
+from .portability import mp_start_method
 
 # %% auto #0
 __all__ = ['DEEP_JSON_BYTES', 'NUMBERS_JSON_BYTES', 'KEEP_PARSERS', 'KEEP_PARSER_BYTES', 'parse_json', 'gc_paused',
@@ -337,8 +338,8 @@ class DecodeWorker:
         old = None
         with self.lock:          # submit under the lock: no other call can retire this pool in between
             if self.pool is None or self.tasks >= self.max_tasks:
-                ctx = multiprocessing.get_context('forkserver')
-                if self.preload: ctx.set_forkserver_preload(self.preload)
+                ctx = multiprocessing.get_context(mp_start_method())   # forkserver; spawn where there is no fork (Windows)
+                if self.preload and ctx.get_start_method() == 'forkserver': ctx.set_forkserver_preload(self.preload)
                 pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),))
                 old, self.pool, self.tasks = self.pool, pool, 0
             pool = self.pool; self.tasks += 1
@@ -382,6 +383,7 @@ def _running(pid:int) -> bool:
     try: os.kill(pid, 0); return True
     except ProcessLookupError: return False
     except PermissionError: return True
+
 
 
 # %% ../nbs/08d_http_hardening.ipynb #4d177103

@@ -8,6 +8,7 @@ import mmap, os, threading
 from typing import NamedTuple
 from fastcore.basics import patch
 from .errors import TritonError
+from .portability import shm_open
 from .tensors import to_binary, wire_from_numpy
 
 # %% auto #0
@@ -33,7 +34,7 @@ def _open_shm(key:str) -> int:
     "A read-write fd for shm `key`, as shm_open finds it (leading slashes dropped, no other slash allowed)."
     name = key.lstrip('/')
     if not name or '/' in name: raise FileNotFoundError(key)
-    return os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+    return shm_open(name, SHM_DIR)   # its file in SHM_DIR; shm_open(3) itself where there is no such folder (macOS)
 
 def map_region(name:str, key:str, offset:int, byte_size:int) -> Region:
     "Open shm `key` and map `byte_size` bytes from `offset`, with Triton's errors when that cannot be done."

@@ -12,16 +12,18 @@ from pathlib import Path
 from fastcore.basics import patch
 
 from .errors import TritonError
+from .portability import CAN_FORK, PASS_FDS, at_fork, file_lock
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
-           'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN', 'TEXT_SLICE', 'Channel', 'channel_pair', 'send_message',
-           'recv_message', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command', 'server_paths',
-           'spawn_stub', 'start_process', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub', 'stub_main',
-           'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics', 'metric_state',
-           'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members', 'server_pidfd',
-           'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server']
+           'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN', 'TEXT_SLICE', 'STUB_CONNECT_MAIN', 'Channel',
+           'channel_pair', 'send_message', 'recv_message', 'request_to_wire', 'release_flags', 'apply_release_flags',
+           'stub_command', 'server_paths', 'spawn_stub', 'start_process', 'execution_env', 'not_healthy',
+           'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies',
+           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env',
+           'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
+           'stub_connect_main', 'connect_back_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -36,7 +38,7 @@ class Channel:
 
     def send(self, parts:list, total:int):
         "Send `parts` (bytes-like, `total` bytes in all) as one stream of bytes."
-        sent = self.sock.sendmsg(parts) if len(parts) < 512 else 0   # IOV_MAX is 1024
+        sent = self.sock.sendmsg(parts) if len(parts) < 512 and hasattr(self.sock, 'sendmsg') else 0   # IOV_MAX is 1024; Windows has no sendmsg
         if sent < total: self.sock.sendall(b''.join(parts)[sent:])   # rare: a signal, or thousands of raw frames
 
     def close(self):
@@ -201,7 +203,7 @@ def _start_loop(todo:queue.SimpleQueue):
         except BaseException as e: fut.set_exception(e)
 
 _starter_lock = threading.Lock()
-os.register_at_fork(after_in_child=_starter_lock._at_fork_reinit)
+at_fork(_starter_lock._at_fork_reinit)
 
 # %% ../nbs/04c_stub_process.ipynb #3545e9c7
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
@@ -802,14 +804,13 @@ def env_root(folder:Path, archive) -> Path:
 
 def unpack_env(archive:Path) -> Path:
     "Unpack `archive` once: its folder in the cache, named by the archive's SHA-256."
-    import fcntl, hashlib, shutil, tarfile
+    import hashlib, shutil, tarfile
     digest = hashlib.sha256()
     with open(archive, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''): digest.update(chunk)
     dest = ENV_CACHE / digest.hexdigest()[:32]
     ENV_CACHE.mkdir(parents=True, exist_ok=True)
-    with open(ENV_CACHE / '.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)      # several instances of one model start together
+    with file_lock(ENV_CACHE / '.lock'):      # several instances of one model start together
         if (dest / '.unpacked').exists(): return dest
         tmp = Path(f'{dest}.tmp{os.getpid()}')
         shutil.rmtree(tmp, ignore_errors=True)
@@ -991,9 +992,9 @@ def close(self:ForkServer, timeout:float=5.0):
     except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
 
 # %% ../nbs/04c_stub_process.ipynb #e3f8c36d
-FORK_STUBS = sys.platform == 'linux' and os.environ.get('TRITON_MINI_FORK_STUBS', '1') != '0'
+FORK_STUBS = CAN_FORK and sys.platform == 'linux' and os.environ.get('TRITON_MINI_FORK_STUBS', '1') != '0'
 _fork_servers, _fork_lock = {}, threading.Lock()
-os.register_at_fork(after_in_child=_fork_servers.clear)   # a forked server starts fork servers of its own
+at_fork(_fork_servers.clear)   # a forked server starts fork servers of its own
 
 START_VARIABLES = ('LD_', 'PYTHON', 'OMP_', 'OPENBLAS_', 'MKL_', 'GOTO', 'NUMEXPR_', 'MALLOC_', 'GLIBC_', 'TRITON_MINI_')
 
@@ -1068,3 +1069,49 @@ def _text_array(shape:tuple, order:str, *pickles) -> np.ndarray:
         part = pickle.loads(p)
         arr[i:i + len(part)] = part; i += len(part)
     return arr.reshape(shape, order=order)
+
+# %% ../nbs/04c_stub_process.ipynb #cd9806d7
+import secrets
+
+STUB_CONNECT_MAIN = 'from triton_mini.stub_process import stub_connect_main; stub_connect_main(*map(int, sys.argv[1:3]))'
+
+def stub_connect_main(port:int, parent:int):
+    "The stub's entry point where fds cannot be passed: connect `work`, then `side`, to the server's loopback `port`."
+    token, fds = os.environ.pop('TRITON_MINI_STUB_TOKEN').encode(), []
+    for role in (b'w', b's'):
+        s = socket.create_connection(('127.0.0.1', port))
+        s.sendall(token + role); fds.append(s.detach())
+    stub_main(*fds, parent)
+
+def connect_back_stub(python:str|None=None, env:dict|None=None, timeout:float=60) -> tuple:
+    "A new stub process whose sockets connect back to us (no `pass_fds`): it, and our ends of its `work` and `side` channels."
+    token = secrets.token_hex(16)
+    env = {**(env if env is not None else _stub_env()), 'TRITON_MINI_STUB_TOKEN': token}
+    command = [c.replace(STUB_MAIN, STUB_CONNECT_MAIN) for c in stub_command(python)]
+    socks, deadline = {}, time.monotonic() + timeout
+    with socket.create_server(('127.0.0.1', 0)) as listener:
+        listener.settimeout(0.2)
+        proc = start_process([*command, str(listener.getsockname()[1]), str(os.getpid())], env=env, stdin=subprocess.DEVNULL)
+        try:
+            while len(socks) < 2:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise OSError(f'the stub process did not connect back (exit code {proc.poll()})')
+                try: conn, _ = listener.accept()
+                except TimeoutError: continue
+                conn.settimeout(5)
+                try: said = _recv_exact(conn, len(token) + 1)
+                except (EOFError, OSError): said = b''
+                if not secrets.compare_digest(said[:-1], token.encode()) or said[-1:] not in (b'w', b's') or said[-1:] in socks:
+                    conn.close(); continue   # not our stub
+                conn.settimeout(None); socks[said[-1:]] = conn
+        except BaseException:
+            for c in socks.values(): c.close()
+            if proc.poll() is None: proc.kill(); proc.wait()
+            raise
+    return proc, Channel(socks[b'w']), Channel(socks[b's'])
+
+_pass_fds_stub = exec_stub
+
+def exec_stub(python:str|None=None, env:dict|None=None) -> tuple:
+    "A fresh Python per stub: its sockets passed by fd number where the system can, else connected back."
+    return (_pass_fds_stub if PASS_FDS else connect_back_stub)(python, env)
