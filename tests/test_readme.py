@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'tools'))
 from build_readme import readme_markdown
-from notebook_index import layer_picture, notebook_shape, notebooks, notebooks_table, unplaced_modules
+from notebook_index import layer_picture, learning_path, notebook_shape, notebooks, notebooks_table, unplaced_modules
 from readme_command import readme_command
 
 README = (ROOT / 'README.md').read_text()
@@ -79,6 +79,14 @@ def test_snippets_are_valid_python():
 def test_notebook_table_is_current():
     assert readme_markdown(notebooks_table()) in README, 're-run nbs/index.ipynb (tools/nb.py run index), then tools/build_readme.py'
     for n in notebooks(): assert f'(nbs/{n["stem"]}.ipynb)' in README
+
+
+def test_readme_leads_with_the_learning_path():
+    "README's first section after the introduction is the learning path, as the notebooks make it now (issue 43)."
+    path = readme_markdown(learning_path())
+    assert path in README, 're-run nbs/index.ipynb (tools/nb.py run index), then tools/build_readme.py'
+    assert README.index('## Learn Triton in an afternoon') < README.index('## Install and serve')
+    assert path.count('](nbs/tutorial_') == sum(1 for n in notebooks() if n['stem'].startswith('tutorial_')) >= 6
 
 
 def test_main_story_stops_at_the_appendix(tmp_path):

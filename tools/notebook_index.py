@@ -137,6 +137,19 @@ def notebooks_table(nbs:Path=ROOT / 'nbs') -> str:
     return Markdown('\n'.join(rows))
 
 
+NUMBER, PART_PREFIX = re.compile(r'^\d+\.\s*'), re.compile(r'^Learning path, part \d+:\s*')
+
+def learning_path(nbs:Path=ROOT / 'nbs') -> str:
+    "The learning path as a numbered markdown list: each part's link, reading time and what it does; then the total."
+    parts = [n for n in notebooks(nbs) if part(n['stem']) == 'path']
+    rows = []
+    for i, n in enumerate(parts, 1):
+        title, summary = NUMBER.sub('', n['title']), PART_PREFIX.sub('', n['summary'])
+        rows.append(f"{i}. [{title}]({n['stem']}.ipynb) ({reading_time(n['minutes'])}): {summary}")
+    total = sum(n['minutes'] for n in parts)
+    return Markdown('\n'.join(rows) + f"\n\n{len(parts)} parts, {reading_time(total)} of reading by the estimate of the table below (the code runs as you read).")
+
+
 def slow_notebooks(nbs:Path=ROOT / 'nbs') -> list:
     return [n['stem'] for n in notebooks(nbs) if n['slow']]
 
