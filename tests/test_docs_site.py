@@ -4,7 +4,7 @@ Two sites are built into temporary folders: the project's own notebooks, and a s
 every feature the renderer supports (show_doc, hidden and echo-false cells, folded source, images, a widget,
 callouts, links between pages). The fixture's HTML is checked directly; then headless Chromium visits every page
 of both sites and checks titles, sidebar, links, anchors, images, console errors and that nothing is fetched
-from outside the site. Screenshots of the home page and of the batching page go to tests/artifacts/.
+from outside the site, then every page again at 1366 and 390 px: nothing wider than its column (issue 43). Screenshots of the home page and of the batching page go to tests/artifacts/.
 """
 import base64, html, re, shutil, struct, sys, threading, urllib.error, urllib.parse, urllib.request, zlib
 from functools import partial
@@ -56,6 +56,12 @@ WIDGET_STATE = {'version_major': 2, 'version_minor': 0, 'state': {
 LONG_LINE = "result = client.infer('add_sub', inputs, sequence_id=42, sequence_start=True, request_id='one-line-of-120-chars')  # ok!"
 assert len(LONG_LINE) == 120
 
+# prose that would widen a narrow page: an unbroken name, a bare URL, a wide table
+WIDE_MD = ('## Too wide for a phone\n\n`TRITONSERVER_REQUEST_RELEASE_RESCHEDULE_AND_A_NAME_WITHOUT_ANY_BREAK` and '
+           'https://example.com/a/very/long/path/without/spaces/that/goes/on/and/on/index.html\n\n'
+           '| ' + ' | '.join(f'column {i}' for i in range(12)) + ' |\n|' + '---|' * 12 + '\n| '
+           + ' | '.join(f'value_{i}_wide' for i in range(12)) + ' |')
+
 def fixture_notebooks(nbs: Path):
     "Write the fixture: a home page and two numbered notebooks."
     (nbs / 'images').mkdir(parents=True)
@@ -83,7 +89,8 @@ def fixture_notebooks(nbs: Path):
         MD('## How real Triton differs\n\n- It is written in C++.'),
         widgets={'application/vnd.jupyter.widget-state+json': WIDGET_STATE}), nbs / '00_layer.ipynb')
     nbformat.write(_nb(MD('# Other layer\n\n> A second page.'), MD('## The end\n\nBack [home](index.ipynb).'),
-                       MD('## How fast (µs)\n\nThis [heading](#how-fast-µs) has a non-ASCII id.')),
+                       MD('## How fast (µs)\n\nThis [heading](#how-fast-µs) has a non-ASCII id.'),
+                       MD(WIDE_MD)),
                    nbs / '01_other.ipynb')
 
 # ---------------------------------------------------------------------------------------------------------
@@ -275,10 +282,79 @@ _HIDDEN = '''return [
   ...Array.from(document.querySelectorAll('nav.sidebar .nb-title, nav.sidebar a')).filter(e => e.scrollWidth > e.clientWidth + 1)
      .map(e => 'sidebar title cut: ' + e.textContent.trim())]'''
 
+# Issue 43: no page wider than its column. The document must not scroll sideways, and no element of the main column
+# may stick out of the column's content box, unless an ancestor inside the column scrolls on its own
+# (overflow-x auto or scroll: code blocks, wide tables and outputs scroll within the column). Only the outermost
+# element that sticks out is reported, with by how many pixels.
+_WIDE = r"""
+const out = [], doc = document.documentElement;
+if (doc.scrollWidth > window.innerWidth)
+  out.push(`page scrolls sideways: ${doc.scrollWidth} px wide in a ${window.innerWidth} px window`);
+const col = document.querySelector('main.content');
+if (!col) return out.concat(['no main.content column']);
+const cs = getComputedStyle(col), box = col.getBoundingClientRect();
+const left = box.left + parseFloat(cs.paddingLeft), right = box.right - parseFloat(cs.paddingRight);
+if (box.right > doc.clientWidth + 1) out.push(`column ends at ${Math.round(box.right)} px, past the window (${doc.clientWidth} px)`);
+const scrolls = e => { for (let a = e.parentNode; a && a !== col; a = a.parentElement)
+  if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true; return false; };
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+  (typeof e.className === 'string' && e.className.trim() ? '.' + e.className.trim().split(/\s+/).join('.') : '');
+const seen = [], texts = [], walk = document.createTreeWalker(col, NodeFilter.SHOW_TEXT);
+while (walk.nextNode()) texts.push(walk.currentNode);   // text overflows its box without widening the box
+const rect = n => { if (n.nodeType === 1) return n.getBoundingClientRect();
+  const g = document.createRange(); g.selectNodeContents(n); return g.getBoundingClientRect(); };
+for (const n of [...col.querySelectorAll('*'), ...texts]) {
+  const e = n.nodeType === 1 ? n : n.parentElement, r = rect(n);
+  if (r.width === 0 || r.right <= right + 1 && r.left >= left - 1) continue;
+  if (seen.some(s => s.contains(n)) || scrolls(n)) continue;
+  seen.push(n);
+  const by = Math.round(Math.max(r.right - right, left - r.left));
+  const path = [e.parentElement, e].filter(x => x && x !== col).map(name).join(' > ') + (n === e ? '' : ' (text)');
+  out.push(`${path} sticks out of the column by ${by} px: ${(n.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 70)}`);
+}
+return out;"""
+
+WIDTHS = (1366, 390)   # a laptop and a phone
+
+def check_widths(driver, base, pages, widths=WIDTHS):
+    "Visit every page at each window width; return what is wider than its column (empty when all fit)."
+    problems = []
+    try:
+        for width in widths:
+            driver.set_window_size(width, 900)
+            for name in pages:
+                driver.get(base + name)
+                inner = driver.execute_script('return window.innerWidth')
+                if inner != width: problems.append(f'{name} at {width} px: the window is {inner} px wide'); continue
+                problems += [f'{name} at {width} px: {what}' for what in driver.execute_script(_WIDE)]
+    finally:
+        driver.set_window_size(1280, 900)
+    return problems
+
+def _site_pages(site): return sorted(p.relative_to(site).as_posix() for p in site.rglob('*.html'))
+
 @pytest.mark.slow
 def test_fixture_site_in_browser(browser, serve, fixture_site):
     nbs = fixture_site.parent / 'nbs'
     assert check_site(browser, serve(fixture_site), _nb_titles(nbs)) == []
+
+@pytest.mark.slow
+def test_fixture_site_widths(browser, serve, fixture_site):
+    "The fixture's too-wide prose and table fit at 1366 and 390 px; the measure itself sees a page that does not."
+    base = serve(fixture_site)
+    assert check_widths(browser, base, _site_pages(fixture_site)) == []
+    try:
+        browser.set_window_size(390, 900)
+        browser.get(base + '01_other.html')
+        browser.execute_script("document.querySelector('main.content table').style.overflowX = 'visible'")
+        wide = browser.execute_script(_WIDE)
+        assert any('tbody sticks out of the column' in p and 'value_0_wide' in p for p in wide), wide
+        browser.execute_script("document.querySelector('main.content').style.overflowWrap = 'normal'")
+        wide = browser.execute_script(_WIDE)
+        assert any(p.startswith('page scrolls sideways') for p in wide), wide
+        assert any('TRITONSERVER_REQUEST_RELEASE_RESCHEDULE' in p for p in wide), wide
+    finally:
+        browser.set_window_size(1280, 900)
 
 @pytest.mark.slow
 def test_120_character_lines_fit(browser, serve, fixture_site):
@@ -306,3 +382,8 @@ def test_project_site_in_browser(browser, serve, project_site):
     shots = ['index.html', _batching_page(titles)]
     assert check_site(browser, serve(project_site), titles, shots=[s for s in shots if s]) == []
     assert (ARTIFACTS / 'index.png').exists()
+
+@pytest.mark.slow
+def test_project_site_widths(browser, serve, project_site):
+    "Issue 43: no page of the site (notebooks and the repository files they link to) wider than its column."
+    assert check_widths(browser, serve(project_site), _site_pages(project_site)) == []
