@@ -417,6 +417,9 @@ def main(argv=None) -> int:
     if argv[:1] == ['analyze']:   # `triton-mini analyze ...`: Model Analyzer's search (10c_analyze), which starts servers of its own
         from triton_mini.analyze import main as analyze_main
         return analyze_main(argv[1:])
+    if argv[:1] == ['genai-perf']:   # `triton-mini genai-perf profile ...`: LLM metrics as genai-perf reports them (10d_genai_perf), a client
+        from triton_mini.genai_perf import main as genai_perf_main
+        return genai_perf_main(argv[1:])
     openmp_waits_passively()
     args = parse_args(argv)
     setup_logging(args)
