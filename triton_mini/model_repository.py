@@ -18,10 +18,11 @@ from .tensors import TritonError
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'find_models',
-           'version_dirs', 'select_versions', 'config_file', 'read_model_config', 'reason_text', 'ModelLoadError',
-           'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint', 'VersionsUnavailable', 'dependencies',
-           'newest_mtime', 'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
+__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'DUPLICATE_REASON', 'OVERRIDE_PREFIX', 'check_model_name',
+           'scan_repositories', 'find_models', 'version_dirs', 'select_versions', 'config_file', 'read_model_config',
+           'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint',
+           'VersionsUnavailable', 'dependencies', 'newest_mtime', 'model_path', 'config_paths', 'check_config_paths',
+           'op_library_path', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -40,16 +41,20 @@ def _safe_dir_name(name:str) -> bool:
     except TritonError as e: log.error(f"failed to poll model directory '{name}': {e.message}"); return False
 
 # %% ../nbs/02_model_repository.ipynb #e5f0335e
-def find_models(paths:list) -> dict:
-    "Model name -> model directory, for every model in the repositories `paths` (first one wins)."
-    found = {}
+def scan_repositories(paths:list) -> tuple:
+    "({model name: directory} for the names unique across the repositories `paths`, {names found in two or more})."
+    found, duplicates = {}, set()
     for repo in map(Path, paths):
         if not repo.is_dir(): raise TritonError(f"failed to stat file {repo}", 'INTERNAL')
         for d in sorted(repo.iterdir()):
             if not d.is_dir() or d.name.startswith('.') or not _safe_dir_name(d.name): continue
-            if d.name in found: log.error(f"failed to poll model '{d.name}': model found in more than one repository ({found[d.name].parent}, {repo})")
+            if d.name in found: duplicates.add(d.name)
             else: found[d.name] = d
-    return found
+    return {n: d for n, d in found.items() if n not in duplicates}, duplicates
+
+def find_models(paths:list) -> dict:
+    "Model name -> model directory, for every model in the repositories `paths` (a name in two of them is no model: appendix)."
+    return scan_repositories(paths)[0]
 
 def version_dirs(model_dir:Path) -> list:
     "The integer-named version directories of a model, in numeric order (none if the folder is gone)."
@@ -152,6 +157,7 @@ class ModelRepository:
         self._unloading_lock = threading.Lock()
         self._gone: set = set()         # models whose folder was removed while they had versions (poll mode)
         self._override_roots: set = set()   # temporary folders holding the files of load requests
+        self.duplicates: set = set()    # model names found in two or more repositories: never loaded (appendix)
 
     def __repr__(self):
         return f'ModelRepository({[str(p) for p in self.paths]}, control_mode={self.control_mode!r}, models={sorted(self._ready)})'
@@ -327,10 +333,19 @@ def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
 @patch
 def _scan(self:ModelRepository):
     "Register model directories that appeared; returns the current {name: dir}."
-    found = find_models(self.paths)
+    found, self.duplicates = scan_repositories(self.paths)
     for name, d in found.items():
         if name not in self.models: self.models[name] = ModelEntry(name, d); self._gone.discard(name)
     return found
+
+DUPLICATE_REASON = 'model appears in two or more repositories'   # the index's reason for a name in two repositories (appendix)
+
+@patch
+def _unfound(self:ModelRepository, name:str, by_name:bool=True) -> TritonError:
+    "Log why `name` has no folder to load from, as Triton does, and return the load's error."
+    if name in self.duplicates: log.error(f"failed to poll model '{name}': not unique across all model repositories")
+    if by_name or name not in self.duplicates: log.error(f"failed to poll model '{name}': model not found in any model repository.")
+    return TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
 
 @patch
 def _load_each(self:ModelRepository, order:list) -> dict:
@@ -359,6 +374,7 @@ def load(self:ModelRepository, names=None) -> dict:
         found = self._scan()
         if names is None:
             names = list(found) if self.control_mode != 'explicit' or '*' in self.startup_models else self.startup_models
+            if self.control_mode != 'explicit': names += sorted(self.duplicates)   # polled, and refused (appendix)
         errors = {}
         for n in names:                       # --load-model names go through the same check as load requests
             try: check_model_name(n)
@@ -368,7 +384,7 @@ def load(self:ModelRepository, names=None) -> dict:
             if n in self.models: self.models[n].explicit = True
         errors.update(self._load_each(self._load_order([n for n in names if n in self.models])))
         for n in names:
-            if n not in self.models: errors[n] = f"failed to load '{n}', failed to poll from model repository"
+            if n not in self.models: errors[n] = self._unfound(n, by_name=self.control_mode == 'explicit').message
         return errors
 
 # %% ../nbs/02_model_repository.ipynb #479999d8
@@ -376,7 +392,10 @@ def load(self:ModelRepository, names=None) -> dict:
 def index(self:ModelRepository, ready:bool=False) -> list:
     "Triton's repository index: one entry per model version, sorted by name then version."
     out = []
-    for name in sorted(self.models):
+    for name in sorted(set(self.models) | self.duplicates):
+        if name in self.duplicates:
+            if not ready: out.append({'name': name, 'state': UNAVAILABLE, 'reason': DUPLICATE_REASON})
+            continue
         e = self.models[name]
         if e.unlisted: continue
         if not e.versions and not ready: out.append({'name': name}); continue
@@ -424,9 +443,7 @@ def _load_named(self:ModelRepository, name:str, config, files):
     found = self._scan()
     if files: model_dir = self._write_override_files(name, files, config)
     elif name in found: model_dir = found[name]     # no files: the repository's folder again
-    else:
-        log.error(f"failed to poll model '{name}': model not found in any model repository.")
-        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
+    else: raise self._unfound(name)
     entry = self.models.setdefault(name, ModelEntry(name, model_dir))
     known = entry.model_dir, entry.override, entry.override_at, entry.fingerprint
     if entry.model_dir != model_dir: entry.model_dir, entry.fingerprint = model_dir, ()
