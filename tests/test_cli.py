@@ -383,3 +383,32 @@ def test_loading_a_name_in_two_repositories_fails_as_in_triton(tmp_path, real_tr
     theirs, ours = seen(real_triton(r1, *flags)), seen(mini_process(r1, *flags))
     assert ours == theirs
     assert theirs[2] == {'error': "failed to load 'dup', failed to poll from model repository"}
+
+
+def agent_models(root):
+    "'good' (checksum agent, right MD5), 'bad' (checksum agent, wrong MD5), 'unknown' (an agent nobody has), 'plain'."
+    import hashlib
+    for name in ('good', 'bad', 'unknown', 'plain'): write_model(root, name, SLEEPY_CFG.replace('sleepy', name), SLEEPY)
+    md5 = hashlib.md5((root / 'good' / '1' / 'model.py').read_bytes()).hexdigest()
+    agents = {'good': f'{{ name: "checksum", parameters {{ key: "MD5:1/model.py" value: "{md5}" }} }}',
+              'bad': '{ name: "checksum", parameters { key: "MD5:1/model.py" value: "0123456789abcdef0123456789abcdef" } }',
+              'unknown': '{ name: "nosuch" }'}
+    for name, agent in agents.items():
+        with open(root / name / 'config.pbtxt', 'a') as f: f.write(f'model_repository_agents {{ agents [ {agent} ] }}\n')
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('agent_dir', [None, '/nonexistent/repoagents'])
+def test_repository_agents_as_in_triton(tmp_path, real_triton, mini_process, agent_dir):
+    """Triton 2.51's wheel ships no repository agent (not even checksum): a model naming one fails to poll, whatever
+    its MD5s, naming the library and the directory searched; the other models serve."""
+    agent_models(tmp_path)
+    def seen(s):
+        polls = sorted(l.split('] ', 1)[1] for l in s.lines if l.startswith('E') and 'Poll failed' in l)
+        return json.loads(s.request('POST', '/v2/repository/index')[2]), s.request('GET', '/v2/health/ready')[0], polls
+    flags = ('--exit-on-error=false', *([f'--repoagent-directory={agent_dir}'] if agent_dir else []))
+    theirs, ours = seen(real_triton(tmp_path, *flags)), seen(mini_process(tmp_path, *flags))
+    assert ours == theirs
+    searched = agent_dir or '/opt/tritonserver/repoagents'
+    assert theirs[2][0] == (f'"Poll failed for model directory \'bad\': unable to find \'libtritonrepoagent_checksum.so\' '
+                            f'for repo agent \'checksum\', searched: {searched}"')

@@ -18,11 +18,11 @@ from .tensors import TritonError
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'DUPLICATE_REASON', 'OVERRIDE_PREFIX', 'check_model_name',
-           'scan_repositories', 'find_models', 'version_dirs', 'select_versions', 'config_file', 'read_model_config',
-           'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint',
-           'VersionsUnavailable', 'dependencies', 'newest_mtime', 'model_path', 'config_paths', 'check_config_paths',
-           'op_library_path', 'remove_tree']
+__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'REPOAGENT_DIRECTORY', 'DUPLICATE_REASON', 'OVERRIDE_PREFIX',
+           'check_model_name', 'scan_repositories', 'find_models', 'version_dirs', 'select_versions', 'config_file',
+           'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
+           'model_fingerprint', 'VersionsUnavailable', 'dependencies', 'newest_mtime', 'check_repository_agents',
+           'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -141,15 +141,19 @@ class ModelEntry:
     versionless: bool = False                      # its version policy matched no folder: the server is not ready
 
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
+REPOAGENT_DIRECTORY = '/opt/tritonserver/repoagents'   # tritonserver's default --repoagent-directory
+
 class ModelRepository:
     "Triton's model repository manager: models on disk, their versions and states, and the control modes."
     def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=(),
                  model_config_name:str='',    # --model-config-name: read configs/<name>.pbtxt where a model has one
-                 load_threads:int=1):         # --model-load-thread-count: models loading at once (the server passes Triton's 4)
+                 load_threads:int=1,          # --model-load-thread-count: models loading at once (the server passes Triton's 4)
+                 repoagent_directory:str=REPOAGENT_DIRECTORY):   # --repoagent-directory: where repository agents would be (appendix)
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         if control_mode not in ('none', 'poll', 'explicit'): raise ValueError(f'unknown model control mode {control_mode!r}')
         self.loader, self.control_mode, self.strict = loader, control_mode, strict_model_config
         self.startup_models, self.config_name, self.load_threads = list(startup_models), model_config_name, max(int(load_threads), 1)
+        self.repoagent_directory = str(repoagent_directory)
         self.models: dict = {}          # name -> ModelEntry
         self._ready: dict = {}          # name -> {version: handle}, replaced on every change
         self._lock = threading.RLock()
@@ -188,7 +192,10 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
 @patch
 def _read(self:ModelRepository, entry:ModelEntry) -> tuple:
     complete = self.loader.complete if self.loader is not None else None
-    return read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete, config_name=self.config_name)
+    cfg, problem = read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete, config_name=self.config_name)
+    if cfg.model_repository_agents is not None:   # appendix: no agent can be found, as in the Triton of the Python wheel
+        check_repository_agents(cfg, self.repoagent_directory)
+    return cfg, problem
 
 # %% ../nbs/02_model_repository.ipynb #14ccdb55
 @patch
@@ -532,6 +539,14 @@ def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
     if version is None or version < 0: return TritonError(f"Request for unknown model: '{name}' has no available versions", 'NOT_FOUND')
     if version in known: return TritonError(f"Request for unknown model: '{name}' version {version} is not at ready state", 'UNAVAILABLE')
     return TritonError(f"Request for unknown model: '{name}' version {version} is not found", 'NOT_FOUND')
+
+# %% ../nbs/02_model_repository.ipynb #ff2e6d0a
+def check_repository_agents(cfg:ModelConfig, directory:str):
+    "Refuse a config that names a repository agent, as a Triton without agent libraries does (the first agent named)."
+    agents = cfg.model_repository_agents.agents if cfg.model_repository_agents is not None else []
+    if agents:
+        name = agents[0].name
+        raise TritonError(f"unable to find 'libtritonrepoagent_{name}.so' for repo agent '{name}', searched: {directory}", 'NOT_FOUND')
 
 # %% ../nbs/02_model_repository.ipynb #f202e14f
 @patch
