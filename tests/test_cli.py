@@ -331,3 +331,84 @@ def test_model_load_thread_count_below_one_is_refused():
     "tritonserver 2.51 aborts (std::bad_alloc) on a negative count: here any count below 1 is a usage error."
     bad = run('--model-load-thread-count=0')
     assert bad.returncode == 2 and "invalid count '0': expected an integer of at least 1" in bad.stderr
+
+
+def two_repositories(tmp_path):
+    "Two repositories that both hold a model 'dup', and one other model each ('a', 'b')."
+    repos = tmp_path / 'r1', tmp_path / 'r2'
+    for repo, other in zip(repos, ('a', 'b')):
+        for name in ('dup', other): write_model(repo, name, SLEEPY_CFG.replace('sleepy', name), SLEEPY)
+    return repos
+
+
+def _error_lines(server, name):
+    return [l.split('] ', 1)[1] for l in server.lines if l.startswith('E') and f"'{name}'" in l]
+
+
+@pytest.mark.oracle
+def test_a_name_in_two_repositories_is_unavailable_as_in_triton(tmp_path, real_triton, mini_process):
+    "A model folder name in two repositories: neither loads, the index says why, the log names it, the others serve."
+    r1, r2 = two_repositories(tmp_path)
+    def seen(s):
+        index = json.loads(s.request('POST', '/v2/repository/index')[2])
+        meta = s.request('GET', '/v2/models/dup')
+        return (index, s.request('GET', '/v2/health/ready')[0], (meta[0], json.loads(meta[2])),
+                s.request('GET', '/v2/models/a/ready')[0], _error_lines(s, 'dup'))
+    flags = (f'--model-repository={r2}', '--exit-on-error=false')
+    theirs, ours = seen(real_triton(r1, *flags)), seen(mini_process(r1, *flags))
+    assert ours == theirs
+    assert theirs[0][2] == {'name': 'dup', 'state': 'UNAVAILABLE', 'reason': 'model appears in two or more repositories'}
+    assert theirs[4] == ['"failed to poll model \'dup\': not unique across all model repositories"']
+
+
+@pytest.mark.oracle
+def test_a_name_in_two_repositories_fails_the_start_as_in_triton(tmp_path, real_triton, mini_process):
+    "With --exit-on-error (the default) the duplicate is a failed load: both servers exit 1 after loading the others."
+    r1, r2 = two_repositories(tmp_path)
+    servers = [launch(r1, f'--model-repository={r2}', wait=None) for launch in (real_triton, mini_process)]
+    for s in servers: s.proc.wait(120)
+    assert [s.proc.returncode for s in servers] == [1, 1]
+    assert all('error: creating server: Internal - failed to load all models' in s.output for s in servers)
+
+
+@pytest.mark.oracle
+def test_loading_a_name_in_two_repositories_fails_as_in_triton(tmp_path, real_triton, mini_process):
+    "Explicit mode: the index lists the name as UNAVAILABLE before any load; a load request for it fails, logging two lines."
+    r1, r2 = two_repositories(tmp_path)
+    def seen(s):
+        before = json.loads(s.request('POST', '/v2/repository/index')[2])
+        status, _, body = s.request('POST', '/v2/repository/models/dup/load')
+        return before, status, json.loads(body), _error_lines(s, 'dup')
+    flags = (f'--model-repository={r2}', '--model-control-mode=explicit')
+    theirs, ours = seen(real_triton(r1, *flags)), seen(mini_process(r1, *flags))
+    assert ours == theirs
+    assert theirs[2] == {'error': "failed to load 'dup', failed to poll from model repository"}
+
+
+def agent_models(root):
+    "'good' (checksum agent, right MD5), 'bad' (checksum agent, wrong MD5), 'unknown' (an agent nobody has), 'plain'."
+    import hashlib
+    for name in ('good', 'bad', 'unknown', 'plain'): write_model(root, name, SLEEPY_CFG.replace('sleepy', name), SLEEPY)
+    md5 = hashlib.md5((root / 'good' / '1' / 'model.py').read_bytes()).hexdigest()
+    agents = {'good': f'{{ name: "checksum", parameters {{ key: "MD5:1/model.py" value: "{md5}" }} }}',
+              'bad': '{ name: "checksum", parameters { key: "MD5:1/model.py" value: "0123456789abcdef0123456789abcdef" } }',
+              'unknown': '{ name: "nosuch" }'}
+    for name, agent in agents.items():
+        with open(root / name / 'config.pbtxt', 'a') as f: f.write(f'model_repository_agents {{ agents [ {agent} ] }}\n')
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize('agent_dir', [None, '/nonexistent/repoagents'])
+def test_repository_agents_as_in_triton(tmp_path, real_triton, mini_process, agent_dir):
+    """Triton 2.51's wheel ships no repository agent (not even checksum): a model naming one fails to poll, whatever
+    its MD5s, naming the library and the directory searched; the other models serve."""
+    agent_models(tmp_path)
+    def seen(s):
+        polls = sorted(l.split('] ', 1)[1] for l in s.lines if l.startswith('E') and 'Poll failed' in l)
+        return json.loads(s.request('POST', '/v2/repository/index')[2]), s.request('GET', '/v2/health/ready')[0], polls
+    flags = ('--exit-on-error=false', *([f'--repoagent-directory={agent_dir}'] if agent_dir else []))
+    theirs, ours = seen(real_triton(tmp_path, *flags)), seen(mini_process(tmp_path, *flags))
+    assert ours == theirs
+    searched = agent_dir or '/opt/tritonserver/repoagents'
+    assert theirs[2][0] == (f'"Poll failed for model directory \'bad\': unable to find \'libtritonrepoagent_checksum.so\' '
+                            f'for repo agent \'checksum\', searched: {searched}"')

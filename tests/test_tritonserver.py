@@ -182,6 +182,15 @@ def test_gpu_options_are_accepted_and_ignored():
     assert list(s.models(exclude_not_ready=True)) == [('add_sub', 1)]
     s.stop()
 
+def test_repo_agent_directory_is_the_one_named_when_an_agent_is_missing(tmp_path, caplog):
+    "A model naming a repository agent fails to poll (Triton's wheel has no agent; test_cli compares with it), naming repo_agent_directory."
+    write_model(tmp_path, 'summed', 'backend: "python"\nmodel_repository_agents { agents [ { name: "checksum" } ] }\n', 'raise RuntimeError("never imported")\n')
+    s = tritonserver.Server(model_repository=str(tmp_path), exit_on_error=False, repo_agent_directory='/nowhere/repoagents').start()
+    try:
+        assert list(s.models(exclude_not_ready=True)) == []
+        assert "unable to find 'libtritonrepoagent_checksum.so' for repo agent 'checksum', searched: /nowhere/repoagents" in caplog.text
+    finally: s.stop()
+
 def test_server_lifecycle_errors():
     s = tritonserver.Server(model_repository=REPO, model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
     for call in (s.live, s.ready, s.metadata, s.models, lambda: s.model('add_sub'), s.stop):

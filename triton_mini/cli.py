@@ -13,6 +13,7 @@ from .tensors import TritonError
 from .errors import VERBOSE
 from .portability import add_signal_handlers
 from .server import TritonServer, run_loop, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE
+from .model_repository import REPOAGENT_DIRECTORY
 from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
@@ -150,14 +151,14 @@ def _trace_args(p:argparse.ArgumentParser):
 
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
-# cache libraries, repository agents, namespacing): accepted, and named in one warning line.
+# cache libraries, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--cache-directory',
                  '--metrics-config', '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
                  '--cuda-virtual-address-size', '--enable-peer-access', '--min-supported-compute-capability',
-                 '--model-load-gpu-limit', '--model-load-retry-count', '--model-namespacing', '--repoagent-directory',
+                 '--model-load-gpu-limit', '--model-load-retry-count', '--model-namespacing',
                  '--reuse-http-port')
 
 def ignored_flags(args) -> list:
@@ -191,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     _bool(r, '--strict-model-config', None, 'deprecated: use --disable-auto-complete-config')
     r.add_argument('--disable-auto-complete-config', action='store_true', help='do not auto-complete configs')
     r.add_argument('--model-load-thread-count', type=_positive, default=4, metavar='N', help='how many models load at once')
+    r.add_argument('--repoagent-directory', default=REPOAGENT_DIRECTORY, metavar='DIR',
+                   help="where repository agents' libraries are; triton_mini has none, so a model naming one fails to load, as in Triton's wheel")
     r.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
     s = p.add_argument_group('server')
@@ -330,7 +333,8 @@ def start_server(args) -> tuple:
                           backend_directory=args.backend_directory or None, response_cache=getattr(args, 'response_cache', None),
                           model_config_name=args.model_config_name, rate_limit=getattr(args, 'rate_limit_mode', 'off'),
                           rate_limit_resources=getattr(args, 'rate_limit_resources', []),
-                          model_load_thread_count=args.model_load_thread_count)
+                          model_load_thread_count=args.model_load_thread_count,
+                          repoagent_directory=args.repoagent_directory)
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))

@@ -18,10 +18,11 @@ from .tensors import TritonError
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'OVERRIDE_PREFIX', 'check_model_name', 'find_models',
-           'version_dirs', 'select_versions', 'config_file', 'read_model_config', 'reason_text', 'ModelLoadError',
-           'VersionState', 'ModelEntry', 'ModelRepository', 'model_fingerprint', 'VersionsUnavailable', 'dependencies',
-           'newest_mtime', 'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
+__all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'REPOAGENT_DIRECTORY', 'DUPLICATE_REASON', 'OVERRIDE_PREFIX',
+           'check_model_name', 'scan_repositories', 'find_models', 'version_dirs', 'select_versions', 'config_file',
+           'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
+           'model_fingerprint', 'VersionsUnavailable', 'dependencies', 'newest_mtime', 'check_repository_agents',
+           'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -40,16 +41,20 @@ def _safe_dir_name(name:str) -> bool:
     except TritonError as e: log.error(f"failed to poll model directory '{name}': {e.message}"); return False
 
 # %% ../nbs/02_model_repository.ipynb #e5f0335e
-def find_models(paths:list) -> dict:
-    "Model name -> model directory, for every model in the repositories `paths` (first one wins)."
-    found = {}
+def scan_repositories(paths:list) -> tuple:
+    "({model name: directory} for the names unique across the repositories `paths`, {names found in two or more})."
+    found, duplicates = {}, set()
     for repo in map(Path, paths):
         if not repo.is_dir(): raise TritonError(f"failed to stat file {repo}", 'INTERNAL')
         for d in sorted(repo.iterdir()):
             if not d.is_dir() or d.name.startswith('.') or not _safe_dir_name(d.name): continue
-            if d.name in found: log.error(f"failed to poll model '{d.name}': model found in more than one repository ({found[d.name].parent}, {repo})")
+            if d.name in found: duplicates.add(d.name)
             else: found[d.name] = d
-    return found
+    return {n: d for n, d in found.items() if n not in duplicates}, duplicates
+
+def find_models(paths:list) -> dict:
+    "Model name -> model directory, for every model in the repositories `paths` (a name in two of them is no model: appendix)."
+    return scan_repositories(paths)[0]
 
 def version_dirs(model_dir:Path) -> list:
     "The integer-named version directories of a model, in numeric order (none if the folder is gone)."
@@ -136,15 +141,19 @@ class ModelEntry:
     versionless: bool = False                      # its version policy matched no folder: the server is not ready
 
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
+REPOAGENT_DIRECTORY = '/opt/tritonserver/repoagents'   # tritonserver's default --repoagent-directory
+
 class ModelRepository:
     "Triton's model repository manager: models on disk, their versions and states, and the control modes."
     def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=(),
                  model_config_name:str='',    # --model-config-name: read configs/<name>.pbtxt where a model has one
-                 load_threads:int=1):         # --model-load-thread-count: models loading at once (the server passes Triton's 4)
+                 load_threads:int=1,          # --model-load-thread-count: models loading at once (the server passes Triton's 4)
+                 repoagent_directory:str=REPOAGENT_DIRECTORY):   # --repoagent-directory: where repository agents would be (appendix)
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         if control_mode not in ('none', 'poll', 'explicit'): raise ValueError(f'unknown model control mode {control_mode!r}')
         self.loader, self.control_mode, self.strict = loader, control_mode, strict_model_config
         self.startup_models, self.config_name, self.load_threads = list(startup_models), model_config_name, max(int(load_threads), 1)
+        self.repoagent_directory = str(repoagent_directory)
         self.models: dict = {}          # name -> ModelEntry
         self._ready: dict = {}          # name -> {version: handle}, replaced on every change
         self._lock = threading.RLock()
@@ -152,6 +161,7 @@ class ModelRepository:
         self._unloading_lock = threading.Lock()
         self._gone: set = set()         # models whose folder was removed while they had versions (poll mode)
         self._override_roots: set = set()   # temporary folders holding the files of load requests
+        self.duplicates: set = set()    # model names found in two or more repositories: never loaded (appendix)
 
     def __repr__(self):
         return f'ModelRepository({[str(p) for p in self.paths]}, control_mode={self.control_mode!r}, models={sorted(self._ready)})'
@@ -182,7 +192,10 @@ def _poll_failure(self:ModelRepository, entry:ModelEntry, err) -> TritonError:
 @patch
 def _read(self:ModelRepository, entry:ModelEntry) -> tuple:
     complete = self.loader.complete if self.loader is not None else None
-    return read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete, config_name=self.config_name)
+    cfg, problem = read_model_config(entry.model_dir, override=entry.override, strict=self.strict, complete=complete, config_name=self.config_name)
+    if cfg.model_repository_agents is not None:   # appendix: no agent can be found, as in the Triton of the Python wheel
+        check_repository_agents(cfg, self.repoagent_directory)
+    return cfg, problem
 
 # %% ../nbs/02_model_repository.ipynb #14ccdb55
 @patch
@@ -327,10 +340,19 @@ def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
 @patch
 def _scan(self:ModelRepository):
     "Register model directories that appeared; returns the current {name: dir}."
-    found = find_models(self.paths)
+    found, self.duplicates = scan_repositories(self.paths)
     for name, d in found.items():
         if name not in self.models: self.models[name] = ModelEntry(name, d); self._gone.discard(name)
     return found
+
+DUPLICATE_REASON = 'model appears in two or more repositories'   # the index's reason for a name in two repositories (appendix)
+
+@patch
+def _unfound(self:ModelRepository, name:str, by_name:bool=True) -> TritonError:
+    "Log why `name` has no folder to load from, as Triton does, and return the load's error."
+    if name in self.duplicates: log.error(f"failed to poll model '{name}': not unique across all model repositories")
+    if by_name or name not in self.duplicates: log.error(f"failed to poll model '{name}': model not found in any model repository.")
+    return TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
 
 @patch
 def _load_each(self:ModelRepository, order:list) -> dict:
@@ -359,6 +381,7 @@ def load(self:ModelRepository, names=None) -> dict:
         found = self._scan()
         if names is None:
             names = list(found) if self.control_mode != 'explicit' or '*' in self.startup_models else self.startup_models
+            if self.control_mode != 'explicit': names += sorted(self.duplicates)   # polled, and refused (appendix)
         errors = {}
         for n in names:                       # --load-model names go through the same check as load requests
             try: check_model_name(n)
@@ -368,7 +391,7 @@ def load(self:ModelRepository, names=None) -> dict:
             if n in self.models: self.models[n].explicit = True
         errors.update(self._load_each(self._load_order([n for n in names if n in self.models])))
         for n in names:
-            if n not in self.models: errors[n] = f"failed to load '{n}', failed to poll from model repository"
+            if n not in self.models: errors[n] = self._unfound(n, by_name=self.control_mode == 'explicit').message
         return errors
 
 # %% ../nbs/02_model_repository.ipynb #479999d8
@@ -376,7 +399,10 @@ def load(self:ModelRepository, names=None) -> dict:
 def index(self:ModelRepository, ready:bool=False) -> list:
     "Triton's repository index: one entry per model version, sorted by name then version."
     out = []
-    for name in sorted(self.models):
+    for name in sorted(set(self.models) | self.duplicates):
+        if name in self.duplicates:
+            if not ready: out.append({'name': name, 'state': UNAVAILABLE, 'reason': DUPLICATE_REASON})
+            continue
         e = self.models[name]
         if e.unlisted: continue
         if not e.versions and not ready: out.append({'name': name}); continue
@@ -424,9 +450,7 @@ def _load_named(self:ModelRepository, name:str, config, files):
     found = self._scan()
     if files: model_dir = self._write_override_files(name, files, config)
     elif name in found: model_dir = found[name]     # no files: the repository's folder again
-    else:
-        log.error(f"failed to poll model '{name}': model not found in any model repository.")
-        raise TritonError(f"failed to load '{name}', failed to poll from model repository", 'INTERNAL')
+    else: raise self._unfound(name)
     entry = self.models.setdefault(name, ModelEntry(name, model_dir))
     known = entry.model_dir, entry.override, entry.override_at, entry.fingerprint
     if entry.model_dir != model_dir: entry.model_dir, entry.fingerprint = model_dir, ()
@@ -515,6 +539,14 @@ def _not_serving(self:ModelRepository, name:str, version) -> TritonError:
     if version is None or version < 0: return TritonError(f"Request for unknown model: '{name}' has no available versions", 'NOT_FOUND')
     if version in known: return TritonError(f"Request for unknown model: '{name}' version {version} is not at ready state", 'UNAVAILABLE')
     return TritonError(f"Request for unknown model: '{name}' version {version} is not found", 'NOT_FOUND')
+
+# %% ../nbs/02_model_repository.ipynb #ff2e6d0a
+def check_repository_agents(cfg:ModelConfig, directory:str):
+    "Refuse a config that names a repository agent, as a Triton without agent libraries does (the first agent named)."
+    agents = cfg.model_repository_agents.agents if cfg.model_repository_agents is not None else []
+    if agents:
+        name = agents[0].name
+        raise TritonError(f"unable to find 'libtritonrepoagent_{name}.so' for repo agent '{name}', searched: {directory}", 'NOT_FOUND')
 
 # %% ../nbs/02_model_repository.ipynb #f202e14f
 @patch

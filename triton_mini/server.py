@@ -15,7 +15,7 @@ from .tensors import (TritonError, request_prefix, wire_from_numpy, config_to_wi
                                  np_dtype, apply_reshape)
 from .model_config import ConfigError, ModelConfig
 from .model_config_utils import autofill_config, validate_config
-from .model_repository import ModelRepository, ModelLoadError, READY, UNAVAILABLE, check_config_paths, model_path
+from .model_repository import ModelRepository, ModelLoadError, REPOAGENT_DIRECTORY, READY, UNAVAILABLE, check_config_paths, model_path
 from .backend import (BackendRegistry, InferenceRequest, InferenceResponse, IdentityBackend,
                                  ClassificationBackend, LLMBackend)
 from .scheduler import ModelStatistics, ResponseWaiter, SchedulerStopped, create_instances, create_scheduler, WAKE_AT_END_OF_TURN
@@ -204,7 +204,8 @@ class TritonServer:
                  model_config_name:str='',               # --model-config-name: configs/<name>.pbtxt where a model has one (02)
                  rate_limit:str='off',                   # --rate-limit: 'execution_count' gates executions by resources (05d)
                  rate_limit_resources=(),                # --rate-limit-resource values: (name, count, device), device -1 = every one
-                 model_load_thread_count:int=4):         # --model-load-thread-count: models loading at once (02), Triton's default
+                 model_load_thread_count:int=4,          # --model-load-thread-count: models loading at once (02), Triton's default
+                 repoagent_directory:str=REPOAGENT_DIRECTORY):   # --repoagent-directory: named when a model's repository agent is missing (02)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         self.python_backend_mode = resolve_python_backend_mode(python_backend_mode)   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
@@ -213,7 +214,8 @@ class TritonServer:
         if isinstance(model_repository, ModelRepository): self.repository = model_repository
         else: self.repository = ModelRepository(model_repository, control_mode=model_control_mode,
                                                 strict_model_config=strict_model_config, startup_models=load_models,
-                                                model_config_name=model_config_name, load_threads=model_load_thread_count)
+                                                model_config_name=model_config_name, load_threads=model_load_thread_count,
+                                                repoagent_directory=repoagent_directory)
         self.repository.loader = self
         self._started, self._poller = False, None
         self._backend_lock = threading.Lock()   # models load in parallel: a Python-based backend is registered once

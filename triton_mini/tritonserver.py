@@ -213,7 +213,8 @@ def _core_server(o:Options) -> TritonServer:
                         python_backend_mode=resolve_python_backend_mode(None, SERVED_PYTHON_BACKEND_MODE),
                         rate_limit='execution_count' if o.rate_limiter_mode == RateLimitMode.EXEC_COUNT else 'off',
                         rate_limit_resources=[(r.name, r.count, r.device) for r in o.rate_limiter_resources],
-                        model_load_thread_count=o.model_load_thread_count)
+                        model_load_thread_count=o.model_load_thread_count,
+                        repoagent_directory=o.repo_agent_directory)   # named when a model's repository agent is missing (02)
 
 # %% ../nbs/08c_tritonserver.ipynb #7c6de4fa
 _PARAMETER_TYPES = (str, int, float, bool)
@@ -553,5 +554,5 @@ class ModelLoadDeviceLimit:
 IGNORED_OPTIONS = ('pinned_memory_pool_size', 'cuda_memory_pool_sizes',
                    'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
                    'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
-                   'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval', 'repo_agent_directory',
+                   'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval',
                    'model_load_device_limits', 'backend_configuration', 'host_policies', 'metrics_configuration')
