@@ -20,7 +20,7 @@ Judges a test can be skipped for want of, and how CI insists on them:
   it): every way to the oracle (`RealTriton`, the `real_triton` and `oracle` fixtures, `oracle_or_skip()`,
   `oracle_available()`) fails a running test that lacks it. `CURRENT_TEST` below tells them which test is running.
 """
-import sys, time
+import logging, sys, time
 from pathlib import Path
 
 import pytest
@@ -49,6 +49,17 @@ def pytest_runtest_protocol(item, nextitem):
     ts.CURRENT_TEST = item
     try: yield
     finally: ts.CURRENT_TEST = None
+
+
+@pytest.fixture(autouse=True)
+def _triton_mini_logger_restored():
+    """The 'triton_mini' logger as each test found it: a test that runs the command line in process (setup_logging) or
+    a stub in a thread routes it elsewhere and stops its propagation, and a later test's caplog would then see nothing."""
+    logger = logging.getLogger('triton_mini')
+    saved = logger.handlers[:], logger.propagate, logger.level
+    yield
+    logger.handlers[:], logger.propagate = saved[0], saved[1]
+    logger.setLevel(saved[2])
 
 
 @pytest.fixture
