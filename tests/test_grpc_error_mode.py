@@ -78,9 +78,10 @@ def run(port:int, case:str) -> list:
             i.set_data_from_numpy(np.array([x or 0], np.float32))
             try: c.async_stream_infer(model if x is not None else 'nope', [i])
             except grpcclient.InferenceServerException: got.put('send failed')
-            time.sleep(0.5)   # one at a time: the order of the callbacks is the servers' only
+            out.append(got.get(timeout=30))   # one at a time: each request's first callback before the next is sent
+            time.sleep(0.1)                   # its other callbacks, and a stream's end, reach the client
+            while not got.empty(): out.append(got.get())
     finally: c.stop_stream(cancel_requests=False); c.close()
-    while not got.empty(): out.append(got.get())
     return out
 
 

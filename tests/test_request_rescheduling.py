@@ -188,9 +188,10 @@ def stream(grpc_port, model, n, timeout=10) -> list:
 
 def stats(port, model) -> tuple:
     "(execution_count, inference_count, success count, fail count) of the model's statistics, once they settle."
-    time.sleep(0.5)   # Triton counts a request when it is released, which may come after its response
-    s = json.loads(http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
-    return s['execution_count'], s['inference_count'], s['inference_stats']['success']['count'], s['inference_stats']['fail']['count']
+    def read():   # Triton counts a request when it is released, which may come after its response: `settled`
+        s = json.loads(http(port, 'GET', f'/v2/models/{model}/stats')[2])['model_stats'][0]
+        return s['execution_count'], s['inference_count'], s['inference_stats']['success']['count'], s['inference_stats']['fail']['count']
+    return settled(read)
 
 
 def observe(http_port, grpc_port) -> dict:

@@ -50,6 +50,7 @@ class TritonPythonModel:
         for r in requests:
             x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
             if int(x.flat[0]) == 1:                  # 1: hang until the test creates <repo>/../release (60 s at most)
+                open(os.path.join(os.path.dirname(RELEASE), "executing"), "w").close()   # the test waits for this
                 end = time.time() + 60
                 while not os.path.exists(RELEASE) and time.time() < end: time.sleep(0.01)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x)]))
@@ -240,9 +241,11 @@ def sigterm_with_a_hung_model(server) -> dict:
     def send(key, model, v):
         try: results[key] = http(server.http_port, 'POST', f'/v2/models/{model}/infer', body(v), timeout=120)[0]
         except OSError as e: results[key] = type(e).__name__
-    for key, v in (('stuck', 1), ('queued', 0)):
-        threading.Thread(target=send, args=(key, 'hang', v), daemon=True).start()
-        time.sleep(0.3)                                  # let the request reach the server (an external process)
+    executing = Path(server.repo).parent / 'executing'
+    threading.Thread(target=send, args=('stuck', 'hang', 1), daemon=True).start()
+    wait_until(executing.exists, 60, "the stuck request's execute")
+    threading.Thread(target=send, args=('queued', 'hang', 0), daemon=True).start()
+    time.sleep(0.3)                                      # let the queued one reach the server (nothing shows it arrived)
     healthy = [http(server.http_port, 'POST', '/v2/models/add_sub/infer', ADD_SUB)[0] for _ in range(5)]
     t0 = time.monotonic()
     os.killpg(server.proc.pid, signal.SIGTERM)
