@@ -18,6 +18,7 @@ from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
 from .http_server import HTTPFrontend, RESTRICTED_API_GROUPS
 from .metrics_server import HTTPMetricsServer
+from .metrics import MetricsConfig, parse_metrics_config
 from .openai_frontend import OpenAIFrontend
 from .response_cache import cache_from_config
 from .rate_limiter import parse_rate_limit, parse_rate_limit_resource
@@ -154,7 +155,7 @@ def _trace_args(p:argparse.ArgumentParser):
 # cache libraries, namespacing): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--cache-directory',
-                 '--metrics-config', '--buffer-manager-thread-count', '--host-policy',
+                 '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
                  '--cuda-virtual-address-size', '--enable-peer-access', '--min-supported-compute-capability',
@@ -221,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     _bool(m, '--allow-cpu-metrics', True, 'CPU and memory gauges')
     _bool(m, '--allow-gpu-metrics', True, 'accepted for compatibility (no GPUs)')
     m.add_argument('--metrics-interval-ms', type=int, default=2000, metavar='MS', help='accepted for compatibility (gauges are read at scrape time)')
+    m.add_argument('--metrics-config', action='append', default=[], metavar='<setting>=<value>',
+                   help='summary_latencies=true (latency quantiles), summary_quantiles=0.5:0.05,..., counter_latencies=false (09_metrics)')
     lg = p.add_argument_group('logging')
     lg.add_argument('--log-verbose', type=int, default=0, metavar='LEVEL', help='verbose log lines at this level and below (0: none)')
     for lvl in ('info', 'warning', 'error'): _bool(lg, f'--log-{lvl}', True, f'log {lvl} messages')
@@ -346,7 +349,9 @@ def _listeners(args, server) -> dict:
         apps[HTTPFrontend(server, args.http_max_input_size, parse_restricted_apis(args.http_restricted_api),
                           args.http_header_forward_pattern)] = ('HTTPService', args.http_address, args.http_port)
     if args.allow_metrics:
-        apps[HTTPMetricsServer(server, args.allow_cpu_metrics)] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
+        metrics = HTTPMetricsServer(server, args.allow_cpu_metrics)
+        metrics.collector.configure(MetricsConfig.from_settings(parse_metrics_config(args.metrics_config)))   # main checked the values
+        apps[metrics] = ('Metrics Service', args.metrics_address or args.http_address, args.metrics_port)
     if args.openai_port is not None:
         apps[OpenAIFrontend(server)] = ('OpenAI Service', args.http_address, args.openai_port)
     return apps
@@ -429,6 +434,10 @@ def main(argv=None) -> int:
     setup_logging(args)
     if (err := check_args(args)) is not None:
         print(err, file=sys.stderr)
+        return 1
+    try: parse_metrics_config(args.metrics_config)   # a value without '=' stops tritonserver before anything starts
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 1
     try: grpc_opts = grpc_options(args) if args.allow_grpc else None
     except ValueError as e:

@@ -4,16 +4,20 @@
 
 # %% ../nbs/09_metrics.ipynb #6024d932
 from __future__ import annotations
-import math
+import bisect, logging, math, re, threading, time
 import psutil
+from dataclasses import dataclass
+from itertools import pairwise
 from fastcore.basics import patch
 
 from .scheduler import FAILURE_REASONS, LATENCY_BUCKETS_US
 from .server import TritonServer
 
 # %% auto #0
-__all__ = ['REQUEST_FAMILIES', 'PENDING', 'FAMILY_KINDS', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'family',
-           'histogram_samples', 'MetricsCollector', 'custom_family_lines']
+__all__ = ['REQUEST_FAMILIES', 'PENDING', 'FAMILY_KINDS', 'BATCH_BUCKETS', 'CACHE_MODEL_FAMILIES', 'CACHE_FAMILIES', 'log',
+           'DEFAULT_QUANTILES', 'SUMMARY_FAMILIES', 'family', 'histogram_samples', 'MetricsCollector',
+           'custom_family_lines', 'parse_quantiles', 'MetricsConfig', 'parse_metrics_config', 'CKMSQuantiles',
+           'TimeWindowQuantiles', 'Summary', 'summary_names', 'summary_samples', 'summary_lines']
 
 # %% ../nbs/09_metrics.ipynb #1b4d0bee
 REQUEST_FAMILIES = [  # (name, type, help, how to read it from ModelStatistics)
@@ -45,7 +49,8 @@ def _value(v) -> str:
 def _labels(labels:dict) -> str:
     if not labels: return ''
     esc = lambda v: str(v).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-    return '{' + ','.join(f'{k}="{esc(v)}"' for k, v in sorted(labels.items())) + '}'
+    keys = sorted(k for k in labels if k != 'quantile') + (['quantile'] if 'quantile' in labels else [])   # prometheus-cpp appends it
+    return '{' + ','.join(f'{k}="{esc(labels[k])}"' for k in keys) + '}'
 
 def family(name:str, kind:str, help:str, samples:list) -> list:
     "Lines of one metric family: HELP, TYPE, then `(suffix, labels, value)` samples."
@@ -65,6 +70,7 @@ class MetricsCollector:
     "Prometheus text for a TritonServer: Triton's families, model-registered ones, the seed's, CPU/memory."
     def __init__(self, server:TritonServer, allow_cpu_metrics:bool=True):
         self.server, self.allow_cpu_metrics = server, allow_cpu_metrics
+        self.config = None   # a MetricsConfig (--metrics-config; appendix); None: Triton's defaults
         if allow_cpu_metrics: psutil.cpu_percent(None)   # the first call only starts the measurement
 
     def versions(self) -> list:
@@ -79,7 +85,9 @@ class MetricsCollector:
 def _request_lines(self:MetricsCollector) -> list:
     "Triton's per-model-version families."
     vs, lines = self.versions(), []
+    counters = self.config is None or self.config.counter_latencies
     for name, kind, help, read in REQUEST_FAMILIES:
+        if name.endswith('_duration_us') and not counters: continue   # counter_latencies=false
         if read is None:
             samples = [('', {'model': m, 'version': str(v), 'reason': r}, s.failures[r]) for m, v, s in vs for r in FAILURE_REASONS]
         else: samples = [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs]
@@ -149,7 +157,7 @@ def _cache_model_lines(self:MetricsCollector) -> list:
     "Triton's per-model cache counters: for every model whose config enables the cache, with or without a server cache."
     ready, lines = self.server.repository._ready, []
     vs = [(m, v, s) for m, v, s in self.versions() if (rc := ready[m][v].config.response_cache) is not None and rc.enable]
-    if not vs: return []     # prometheus-cpp leaves out a family without samples
+    if not vs or (self.config is not None and not self.config.counter_latencies): return []   # none, or counter_latencies=false
     for name, help, read in CACHE_MODEL_FAMILIES:
         lines += family(name, 'counter', help, [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs])
     return lines
@@ -173,9 +181,205 @@ def _cpu_lines(self:MetricsCollector) -> list:
             family('nv_cpu_memory_used_bytes', 'gauge', 'CPU used memory (RAM), in bytes', [('', {}, mem.total - mem.available)]))
 
 @patch
+def _summary_lines(self:MetricsCollector) -> list:
+    "The latency summaries of `--metrics-config summary_latencies=true` (appendix); none by default, as in Triton."
+    if self.config is None or not self.config.summary_latencies: return []
+    self.attach_summaries()   # versions loaded since the last scrape
+    return summary_lines(self.versions())
+
+@patch
 def render(self:MetricsCollector) -> str:
     "The whole exposition, as `GET /metrics` returns it."
     lines = self._request_lines() + self._cache_model_lines()
     for fam in list(self.server.metric_families): lines += custom_family_lines(fam)
-    lines += self._pending_lines() + self._seed_lines() + self._cpu_lines() + self._cache_lines()
+    lines += self._pending_lines() + self._seed_lines() + self._cpu_lines() + self._cache_lines() + self._summary_lines()
     return '\n'.join(lines) + '\n'
+
+# %% ../nbs/09_metrics.ipynb #f355b239
+log = logging.getLogger('triton_mini')
+DEFAULT_QUANTILES = ((0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001))   # (quantile, error)
+_STOD = re.compile(r'\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf(inity)?|nan)', re.I)
+
+def _stod(text:str) -> float:
+    "C++ std::stod: the longest number at the start (after blanks), the rest ignored; ValueError without one."
+    if (m := _STOD.match(text)) is None: raise ValueError('stod')
+    return float(m.group(0))
+
+def parse_quantiles(text:str) -> tuple:
+    "Triton's ParseQuantiles: `q:err,q:err` to ((q, err), ...), logging and skipping a bad pair."
+    pairs = []
+    for pair in text.split(','):
+        q, colon, err = pair.partition(':')
+        if not colon:
+            log.error(f"Invalid option: [{pair}]. No ':' delimiter found. Expected format is <quantile>:<error>"); continue
+        try: pairs.append((_stod(q), _stod(err)))
+        except ValueError: log.error(f'Invalid option: [{pair}]. Error: stod')
+    return tuple(pairs)
+
+# %% ../nbs/09_metrics.ipynb #2f3ef02a
+@dataclass
+class MetricsConfig:
+    "The --metrics-config settings Triton 2.51 reads; others are accepted and ignored, as there."
+    counter_latencies: bool = True         # the *_duration_us counters
+    summary_latencies: bool = False        # the *_summary_us summaries
+    summary_quantiles: tuple = DEFAULT_QUANTILES
+
+    @classmethod
+    def from_settings(cls, settings:dict):
+        "From {setting: value}, read as Triton does: only `false` and `true`, exactly, change a flag."
+        quantiles = parse_quantiles(settings['summary_quantiles']) if 'summary_quantiles' in settings else ()
+        return cls(counter_latencies=settings.get('counter_latencies') != 'false',
+                   summary_latencies=settings.get('summary_latencies') == 'true',
+                   summary_quantiles=quantiles or DEFAULT_QUANTILES)
+
+def parse_metrics_config(values:list) -> dict:
+    "tritonserver's ParseMetricsConfigOption for each `--metrics-config` value: {setting: value}; ValueError in its words."
+    settings = {}
+    for arg in values:
+        setting, eq, value = arg.partition('=')
+        if not eq: raise ValueError(f'Bad option: "--metrics-config".\n--metrics-config option format is <setting>=<value>. Got {arg}\n')
+        settings[setting] = value
+    return settings
+
+# %% ../nbs/09_metrics.ipynb #d79ae187
+class CKMSQuantiles:
+    "Targeted quantiles over a stream in bounded memory: prometheus-cpp's CKMSQuantiles."
+    BUFFER = 500
+
+    def __init__(self, quantiles:tuple):
+        # per target: (quantile, u, v), the error allowed below and above the target's rank
+        self.targets = [(q, 2 * e / (1 - q), 2 * e / q) for q, e in quantiles]
+        self.reset()
+
+    def reset(self): self.count, self.samples, self.buffer = 0, [], []   # samples: [value, g, delta]
+
+    def insert(self, value:float):
+        self.buffer.append(value)
+        if len(self.buffer) == self.BUFFER: self._merge_buffer(); self._compress()
+
+    def _allowed_error(self, rank:int) -> float:
+        "The smallest rank error any target quantile allows at `rank`."
+        n = len(self.samples)
+        return min([n + 1] + [u * (n - rank) if rank <= q * n else v * rank for q, u, v in self.targets])
+
+# %% ../nbs/09_metrics.ipynb #558da770
+@patch
+def _merge_buffer(self:CKMSQuantiles):
+    if not self.buffer: return
+    values, self.buffer = sorted(self.buffer), []
+    if not self.samples:
+        self.samples.append([values.pop(0), 1, 0]); self.count += 1
+    item, idx = 0, 1
+    for v in values:
+        while idx < len(self.samples) and self.samples[item][0] < v: item, idx = idx, idx + 1
+        if self.samples[item][0] > v: idx -= 1
+        delta = 0 if idx == 1 or idx + 1 == len(self.samples) else math.floor(self._allowed_error(idx + 1)) + 1
+        self.samples.insert(idx, [v, 1, delta]); self.count += 1
+        item, idx = idx, idx + 1
+
+@patch
+def _compress(self:CKMSQuantiles):
+    "Fold a sample into its right neighbour while the merged one stays within the allowed error."
+    nxt, idx = 0, 1
+    while idx < len(self.samples):
+        prev, nxt, idx = nxt, idx, idx + 1
+        if self.samples[prev][1] + self.samples[nxt][1] + self.samples[nxt][2] <= self._allowed_error(idx - 1):
+            self.samples[nxt][1] += self.samples[prev][1]
+            del self.samples[prev]
+
+@patch
+def get(self:CKMSQuantiles, q:float) -> float:
+    "The `q` quantile of what was inserted (NaN for nothing): the last sample whose successor may rank past q·n."
+    self._merge_buffer(); self._compress()
+    if not self.samples: return math.nan
+    desired = int(q * self.count)
+    bound, rank = desired + self._allowed_error(desired) / 2, 0
+    for prev, cur in pairwise(self.samples):
+        rank += prev[1]
+        if rank + cur[1] + cur[2] > bound: return prev[0]
+    return self.samples[-1][0]
+
+# %% ../nbs/09_metrics.ipynb #fd01ee12
+class TimeWindowQuantiles:
+    "Quantiles of the last `max_age` seconds, in `age_buckets` rotating CKMS sketches (prometheus-cpp's)."
+    def __init__(self, quantiles:tuple, max_age:float=60, age_buckets:int=5, clock=time.monotonic):
+        self.buckets = [CKMSQuantiles(quantiles) for _ in range(age_buckets)]
+        self.clock, self.current, self.interval = clock, 0, max_age / age_buckets
+        self.last_rotation = clock()
+
+    def _rotate(self) -> CKMSQuantiles:
+        "Empty and pass over each bucket whose turn has ended; the one answering now."
+        elapsed = self.clock() - self.last_rotation
+        while elapsed > self.interval:
+            self.buckets[self.current].reset()
+            self.current = (self.current + 1) % len(self.buckets)
+            elapsed -= self.interval; self.last_rotation += self.interval
+        return self.buckets[self.current]
+
+    def insert(self, value:float):
+        self._rotate()
+        for b in self.buckets: b.insert(value)
+
+    def get(self, q:float) -> float: return self._rotate().get(q)
+
+# %% ../nbs/09_metrics.ipynb #8e07f91b
+class Summary:
+    "A Prometheus summary: count and sum since creation, quantiles over a sliding window (prometheus::Summary)."
+    def __init__(self, quantiles:tuple=DEFAULT_QUANTILES, max_age:float=60, age_buckets:int=5, clock=time.monotonic):
+        self.quantiles, self.count, self.sum = quantiles, 0, 0
+        self.window, self.lock = TimeWindowQuantiles(quantiles, max_age, age_buckets, clock), threading.Lock()
+
+    def observe(self, value:float):
+        with self.lock:
+            self.count += 1; self.sum += value
+            self.window.insert(value)
+
+    def collect(self) -> tuple:
+        "(count, sum, [(quantile, value)]) at one instant."
+        with self.lock: return self.count, self.sum, [(q, self.window.get(q)) for q, _ in self.quantiles]
+
+# %% ../nbs/09_metrics.ipynb #d24d0070
+SUMMARY_FAMILIES = [  # (name, help, the ModelStatistics.summaries key)
+    ('nv_inference_request_summary_us', 'Summary of inference request duration in microseconds (includes cached requests)', 'request_duration'),
+    ('nv_inference_queue_summary_us', 'Summary of inference queuing duration in microseconds (includes cached requests)', 'queue_duration'),
+    ('nv_inference_compute_input_summary_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', 'compute_input_duration'),
+    ('nv_inference_compute_infer_summary_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', 'compute_infer_duration'),
+    ('nv_inference_compute_output_summary_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', 'compute_output_duration'),
+    ('nv_cache_hit_summary_per_model', 'Summary of cache hit counts/durations per model, in microseconds.', 'cache_hit_duration'),
+    ('nv_cache_miss_summary_per_model', 'Summary of cache miss counts/durations per model, in microseconds.', 'cache_miss_duration')]
+
+def summary_names(cached:bool) -> list:
+    "The summaries a model version gets: with the response cache, the cache ones and no request summary (DLIS-4762)."
+    names = [key for _, _, key in SUMMARY_FAMILIES[:5]]
+    return names[1:] + ['cache_hit_duration', 'cache_miss_duration'] if cached else names
+
+def summary_samples(labels:dict, summary:Summary) -> list:
+    "_count, _sum, then one sample per quantile (labelled last), NaN printed `Nan` as prometheus-cpp does."
+    count, total, values = summary.collect()
+    return [('_count', labels, count), ('_sum', labels, total)] + [
+        ('', {**labels, 'quantile': _value(float(q))}, 'Nan' if math.isnan(v) else v) for q, v in values]
+
+def summary_lines(versions:list) -> list:
+    "The summary families of `versions` ((model, version, statistics)); a family without series is left out."
+    lines = []
+    for name, help, key in SUMMARY_FAMILIES:
+        samples = [x for m, v, s in versions if key in s.summaries for x in summary_samples({'model': m, 'version': str(v)}, s.summaries[key])]
+        if samples: lines += family(name, 'summary', help, samples)
+    return lines
+
+# %% ../nbs/09_metrics.ipynb #00edf842
+@patch
+def configure(self:MetricsCollector, config:MetricsConfig):
+    "Apply --metrics-config: summaries for the versions loaded now (and, at each scrape, for any loaded since)."
+    self.config = config
+    if config.summary_latencies: self.attach_summaries()
+    return self
+
+@patch
+def attach_summaries(self:MetricsCollector):
+    "Give every READY version without summaries its own, with the configured quantiles."
+    ready = self.server.repository._ready
+    for m, v, s in self.versions():
+        if s.summaries: continue
+        rc = ready[m][v].config.response_cache
+        s.summaries = {n: Summary(self.config.summary_quantiles) for n in summary_names(rc is not None and rc.enable)}

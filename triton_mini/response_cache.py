@@ -148,6 +148,7 @@ def _count_hit(stats:ModelStatistics, req:InferenceRequest, lookup_start_ns:int,
         stats._count_request(req, True, now, 'BACKEND')
         stats.last_inference_ms = last         # Triton's last_inference moves only when the model runs
         stats.cache_hit.add(lookup_ns)
+        stats.observe('cache_hit_duration', lookup_ns)
 
 def _insert_miss(cache:ResponseCache, stats:ModelStatistics, key:str, resp:InferenceResponse, lookup_ns:int):
     "UpdateSuccessCacheMiss: insert, then count lookup + insert as the miss (unless the key was there already)."
@@ -159,4 +160,5 @@ def _insert_miss(cache:ResponseCache, stats:ModelStatistics, key:str, resp:Infer
     ns = lookup_ns + time.monotonic_ns() - start
     with stats.lock:
         stats.cache_miss.add(ns)
+        stats.observe('cache_miss_duration', ns)
         stats.success.ns += ns

@@ -72,6 +72,7 @@ class ModelStatistics:
     latency_buckets: list = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_US), repr=False)  # not cumulative
     latency_sum_us: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    summaries: dict = field(default_factory=dict, repr=False)  # name -> latency summary (09_metrics' --metrics-config summary_latencies=true)
 
 # %% ../nbs/05_scheduler.ipynb #e313d454
 @patch
@@ -84,6 +85,8 @@ def _count_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:i
     i = bisect.bisect_left(LATENCY_BUCKETS_US, us)
     if i < len(self.latency_buckets): self.latency_buckets[i] += 1
     if ok and req.queue_end_ns: self.queue.add(req.queue_end_ns - req.arrival_ns)
+    if ok: self.observe('request_duration', now_ns - req.arrival_ns)
+    if ok and req.queue_end_ns: self.observe('queue_duration', req.queue_end_ns - req.arrival_ns)
     self.last_inference_ms = time.time_ns() // 1_000_000
 
 @patch
@@ -94,6 +97,13 @@ def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_reque
     if not ok: return
     self.inference_count += batch_size
     for d, ns in zip((self.compute_input, self.compute_infer, self.compute_output), timing): d.add(ns * n_requests, n_requests)
+    for name, ns in zip(('compute_input_duration', 'compute_infer_duration', 'compute_output_duration'), timing): self.observe(name, ns, n_requests)
+
+@patch
+def observe(self:ModelStatistics, name:str, ns:int, n:int=1):
+    "Feed a duration (`n` requests' worth) to the summary `name` when the metrics layer attached one; Triton observes whole µs."
+    if (summary := self.summaries.get(name)) is not None:
+        for _ in range(n): summary.observe(ns // 1000)
 
 @patch
 def record_batch(self:ModelStatistics, batch:list, timing:tuple, ok:bool, now_ns:int):
