@@ -91,16 +91,26 @@ class Watch:
     def __enter__(self):
         self.done, self.rss0 = threading.Event(), self.s.rss()
         self.client = grpcclient.InferenceServerClient(f'127.0.0.1:{self.s.grpc_port}')
+        self.quiet = self.probe_quiet()
         self.threads = [threading.Thread(target=self.poll), threading.Thread(target=self.memory)]
         for t in self.threads: t.start()
         return self
 
+    def probe(self) -> float:
+        t = time.perf_counter()
+        assert request(self.s.http_port, 'GET', '/v2/health/live', timeout=60)[0] == 200
+        assert self.client.is_server_live(client_timeout=60)
+        return time.perf_counter() - t
+
+    def probe_quiet(self, seconds=0.5) -> float:
+        "The worst probe before the attack: what a loaded machine adds anyway (the bound sits on top of it)."
+        worst, end = 0.0, time.monotonic() + seconds
+        while time.monotonic() < end: worst = max(worst, self.probe()); time.sleep(0.02)
+        return worst
+
     def poll(self):
         while not self.done.is_set():
-            t = time.perf_counter()
-            assert request(self.s.http_port, 'GET', '/v2/health/live', timeout=60)[0] == 200
-            assert self.client.is_server_live(client_timeout=60)
-            self.worst, self.n = max(self.worst, time.perf_counter() - t), self.n + 1
+            self.worst, self.n = max(self.worst, self.probe()), self.n + 1
             time.sleep(0.02)
 
     def memory(self):
@@ -117,7 +127,7 @@ class Watch:
 
     def check(self, max_mb=64):
         assert self.n >= 3, self.n
-        assert self.worst < OUTAGE_S, f'the other clients waited {self.worst:.2f} s'
+        assert self.worst < OUTAGE_S + self.quiet, f'the other clients waited {self.worst:.2f} s ({self.quiet:.2f} s before the attack)'
         assert self.grown < max_mb, f'RSS grew {self.grown:.0f} MB'
 
 
@@ -255,7 +265,7 @@ def test_max_concurrent_streams_is_enforced_and_settings_cost_no_walk(server):
         c.close()
     assert len(refused) == 2000 and {struct.unpack('>I', f[3])[0] for f in refused} == {h.REFUSED_STREAM}
     assert {f[2] for f in refused} == set(range(2001, 6001, 2))
-    assert took < OUTAGE_S, took
+    assert took < OUTAGE_S + w.quiet, (took, w.quiet)
     w.check()
 
 

@@ -6,12 +6,12 @@ Observed on Triton 2.51 (2 cores): two models sharing one `R` run one after the 
 1.0 s without the limiter); with `--rate-limit-resource=R:2` at once (1.06 s); priorities 1 and 2, both models
 busy, run `112112112222`, priorities 1 and 3 `1111311131333333`; an instance without resources waits behind one
 that waits for them (`abc`, 3.1 s). The fast unit tests of the limiter itself are at the end (no server)."""
-import json, subprocess, sys, threading, time
+import json, subprocess, sys, threading, time, warnings
 
 import pytest
 
 import triton_servers as ts
-from model_factory import http_call, http_infer, read_executions, recorder_config, write_model
+from model_factory import clear_executions, http_call, http_infer, read_executions, recorder_config, write_model
 
 
 def config(resources=None, priority=0):
@@ -59,6 +59,7 @@ def both(launch, tmp_path, models, *flags):
     return (triton, repo), (mini, mini_repo)
 
 
+HEALTH_MUTEX = 'Failed to obtain the health mutex.'   # python_backend's words when its stub health check times out
 LIMIT = '--rate-limit=execution_count'
 SHARED = {'a': config(R()), 'b': config(R())}
 
@@ -72,7 +73,12 @@ def test_shared_resource(launch, tmp_path, flags, expected):
     servers = both(launch, tmp_path, SHARED, *flags)
     times, one_after_other = {}, {}
     for (server, repo), label in zip(servers, ('triton', 'mini')):
-        times[label] = together(server.http_port, [('a', 2000), ('b', 2000)])
+        for attempt in (1, 2):
+            for m in SHARED: clear_executions(repo / m)
+            try: times[label] = together(server.http_port, [('a', 2000), ('b', 2000)]); break
+            except AssertionError as e:   # real Triton 2.51 on a loaded machine: its stub's health check can time out
+                if label != 'triton' or attempt == 2 or HEALTH_MUTEX not in str(e): raise
+                warnings.warn(f'real Triton answered {HEALTH_MUTEX!r} (a loaded machine); its round is run again')
         one_after_other[label] = serial(repo, SHARED)
     print(flags, {k: round(v, 2) for k, v in times.items()}, one_after_other)
     assert one_after_other == {'triton': expected, 'mini': expected}
