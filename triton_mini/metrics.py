@@ -49,7 +49,8 @@ def _value(v) -> str:
 def _labels(labels:dict) -> str:
     if not labels: return ''
     esc = lambda v: str(v).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-    keys = sorted(k for k in labels if k != 'quantile') + (['quantile'] if 'quantile' in labels else [])   # prometheus-cpp appends it
+    extra = [k for k in ('le', 'quantile') if k in labels]   # a bucket's or a quantile's: prometheus-cpp appends it
+    keys = sorted(k for k in labels if k not in extra) + extra
     return '{' + ','.join(f'{k}="{esc(labels[k])}"' for k in keys) + '}'
 
 def family(name:str, kind:str, help:str, samples:list) -> list:
