@@ -113,3 +113,35 @@ def test_metrics_endpoint(server):
             list(parser.text_string_to_metric_families(r.read().decode()))
         with urllib.request.urlopen(base + '/') as r: assert r.status == 200 and r.read() == b''
     finally: svc.stop()
+
+
+LABELLED_HIST = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        self.family = pb_utils.MetricFamily("lat_hist", "labelled histogram", pb_utils.MetricFamily.HISTOGRAM)
+        labels = {"model": args["model_name"], "version": args["model_version"], "zone": "eu", "a": "x"}
+        self.hist = self.family.Metric(labels=labels, buckets=[0.1, 1.0, 10.0])
+    def execute(self, requests):
+        for _ in requests: self.hist.observe(0.5)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([1.0], np.float32))]) for _ in requests]
+'''
+
+
+@pytest.mark.oracle
+def test_histogram_le_label_is_last_like_real_triton(tmp_path, real_triton, mini_process):
+    "prometheus-cpp writes a bucket's labels sorted, then `le`: `{a=..,model=..,version=..,zone=..,le=..}`."
+    from triton_servers import http, start_together
+    (tmp_path / 'hist' / '1').mkdir(parents=True)
+    (tmp_path / 'hist' / 'config.pbtxt').write_text('backend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    (tmp_path / 'hist' / '1' / 'model.py').write_text(LABELLED_HIST)
+    servers = start_together(lambda: real_triton(tmp_path), lambda: mini_process(tmp_path))
+    body = {'inputs': [{'name': 'X', 'datatype': 'FP32', 'shape': [1], 'data': [1]}]}
+    texts = []
+    for srv in servers:
+        assert http(srv.http_port, 'POST', '/v2/models/hist/infer', body)[0] == 200
+        texts.append([l for l in http(srv.metrics_port, 'GET', '/metrics')[2].splitlines() if 'lat_hist' in l])
+    assert texts[0] == texts[1]
+    assert 'lat_hist_bucket{a="x",model="hist",version="1",zone="eu",le="1"} 1' in texts[1]

@@ -8,7 +8,7 @@ import pytest
 parser = pytest.importorskip('prometheus_client.parser')
 from triton_mini.metrics import (CKMSQuantiles, DEFAULT_QUANTILES, MetricsConfig, Summary, parse_metrics_config,
                                  parse_quantiles)
-from triton_servers import copy_models, http, start_together
+from triton_servers import copy_models, http, settled, start_together
 
 ADD_SUB = {'inputs': [{'name': n, 'datatype': 'FP32', 'shape': [1, 4], 'data': [1, 2, 3, 4]} for n in ('INPUT0', 'INPUT1')]}
 
@@ -122,3 +122,21 @@ def test_metrics_config_without_equals_stops_like_real_triton(tmp_path, real_tri
     codes = [s.proc.wait(120) for s in servers]
     assert codes == [1, 1]
     for s in servers: assert '--metrics-config option format is <setting>=<value>. Got foo' in s.log()
+
+
+@pytest.mark.oracle
+def test_a_model_loaded_later_has_summaries_from_its_first_request(tmp_path, real_triton, mini_process):
+    """Triton gives a version its summaries as it loads: an explicit load, then three requests before any scrape,
+    counts 3. (A reload is not compared: Triton reuses the old version's reporter while anything still holds it,
+    MetricModelReporter::Create keys them by label, so its count after unload+load+1 request was 4 in one run, 1 in
+    another; a reloaded version here starts again.)"""
+    repo = copy_models(tmp_path / 'models', 'conformance/add_sub', 'conformance/add_sub_nobatch')
+    flags = ('--model-control-mode=explicit', '--load-model=add_sub_nobatch', '--metrics-config=summary_latencies=true')
+    servers = start_together(lambda: real_triton(repo, *flags), lambda: mini_process(repo, *flags))
+    views = []
+    for srv in servers:
+        assert http(srv.http_port, 'POST', '/v2/repository/models/add_sub/load')[0] == 200
+        for _ in range(3): assert http(srv.http_port, 'POST', '/v2/models/add_sub/infer', ADD_SUB)[0] == 200
+        views.append(settled(lambda: summary_view(http(srv.metrics_port, 'GET', '/metrics')[2])))   # counted at release
+    assert views[0] == views[1]
+    assert views[1]['nv_inference_request_summary_us'][3] == {'add_sub': 3, 'add_sub_nobatch': 0}

@@ -411,6 +411,27 @@ def test_metrics_options(server):
     finally: s.stop()
     with pytest.raises(tritonserver.InvalidArgumentError, match='not started'): s.metrics()
 
+def test_metrics_configuration_is_metrics_config(server):
+    """`Options.metrics_configuration` {'': {setting: value}} (Triton's package hands it to
+    TRITONSERVER_ServerOptionsSetMetricsConfig; the core reads the '' group, where --metrics-config puts its settings):
+    the same summary families as the command line's, for a model loaded after the start, from its first request."""
+    from triton_mini.metrics import MetricsCollector, MetricsConfig, parse_metrics_config
+    flags = ['summary_latencies=true', 'summary_quantiles=0.5:0.05,0.9:0.01', 'counter_latencies=false']
+    s = tritonserver.Server(model_repository=REPO, model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
+                            metrics_configuration={'': dict(f.split('=', 1) for f in flags), 'other': {'summary_latencies': 'false'}}).start()
+    try:
+        ones = {'INPUT0': np.ones((1, 4), np.float32), 'INPUT1': np.ones((1, 4), np.float32)}
+        model = s.load('add_sub')
+        for _ in range(2): list(model.infer(inputs=ones))
+        text = s.metrics()
+        assert 'nv_inference_request_summary_us_count{model="add_sub",version="1"} 2' in text
+        assert 'quantile="0.9"' in text and 'quantile="0.99"' not in text and '_duration_us' not in text
+        cli = MetricsCollector(s.core, allow_cpu_metrics=False).configure(MetricsConfig.from_settings(parse_metrics_config(flags)))
+        types = lambda t: [l for l in t.splitlines() if l.startswith('# TYPE') and 'cpu' not in l and 'memory' not in l]
+        assert types(text) == types(cli.render())
+    finally: s.stop()
+    assert 'metrics_configuration' not in tritonserver.IGNORED_OPTIONS
+
 def test_poll_model_repository_in_poll_mode(tmp_path):
     s = tritonserver.Server(model_repository=str(tmp_path), model_control_mode=tritonserver.ModelControlMode.POLL).start()
     assert list(s.models()) == []

@@ -152,7 +152,7 @@ def _trace_args(p:argparse.ArgumentParser):
 
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
-# cache libraries, namespacing): accepted, and named in one warning line.
+# cache libraries, namespacing: see 02_model_repository's appendix): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--cache-directory',
                  '--buffer-manager-thread-count', '--host-policy',

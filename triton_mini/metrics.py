@@ -49,7 +49,8 @@ def _value(v) -> str:
 def _labels(labels:dict) -> str:
     if not labels: return ''
     esc = lambda v: str(v).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-    keys = sorted(k for k in labels if k != 'quantile') + (['quantile'] if 'quantile' in labels else [])   # prometheus-cpp appends it
+    extra = [k for k in ('le', 'quantile') if k in labels]   # a bucket's or a quantile's: prometheus-cpp appends it
+    keys = sorted(k for k in labels if k not in extra) + extra
     return '{' + ','.join(f'{k}="{esc(labels[k])}"' for k in keys) + '}'
 
 def family(name:str, kind:str, help:str, samples:list) -> list:
@@ -184,7 +185,6 @@ def _cpu_lines(self:MetricsCollector) -> list:
 def _summary_lines(self:MetricsCollector) -> list:
     "The latency summaries of `--metrics-config summary_latencies=true` (appendix); none by default, as in Triton."
     if self.config is None or not self.config.summary_latencies: return []
-    self.attach_summaries()   # versions loaded since the last scrape
     return summary_lines(self.versions())
 
 @patch
@@ -370,16 +370,23 @@ def summary_lines(versions:list) -> list:
 # %% ../nbs/09_metrics.ipynb #00edf842
 @patch
 def configure(self:MetricsCollector, config:MetricsConfig):
-    "Apply --metrics-config: summaries for the versions loaded now (and, at each scrape, for any loaded since)."
+    "Apply --metrics-config: summaries for the versions loaded now and, through the server's load hook, for each later one."
     self.config = config
-    if config.summary_latencies: self.attach_summaries()
+    if config.summary_latencies:
+        if self.attach_summary not in self.server.load_hooks: self.server.load_hooks.append(self.attach_summary)
+        self.attach_summaries()
     return self
 
 @patch
+def attach_summary(self:MetricsCollector, model):
+    "Give one LoadedModel version its summaries, with the configured quantiles; one that has them keeps them."
+    if model.stats.summaries: return
+    rc = model.config.response_cache
+    model.stats.summaries = {n: Summary(self.config.summary_quantiles) for n in summary_names(rc is not None and rc.enable)}
+
+@patch
 def attach_summaries(self:MetricsCollector):
-    "Give every READY version without summaries its own, with the configured quantiles."
+    "Summaries for every version READY now (those loaded later get theirs from the load hook)."
     ready = self.server.repository._ready
-    for m, v, s in self.versions():
-        if s.summaries: continue
-        rc = ready[m][v].config.response_cache
-        s.summaries = {n: Summary(self.config.summary_quantiles) for n in summary_names(rc is not None and rc.enable)}
+    for name in list(ready):
+        for model in list(ready[name].values()): self.attach_summary(model)

@@ -222,6 +222,7 @@ class TritonServer:
         self.shared_memory = SharedMemoryRegistry()   # the system shared-memory extension's regions (06a)
         self.response_cache = response_cache
         self.rate_limiter = RateLimiter(rate_limit_resources) if rate_limit == 'execution_count' else None   # 05d_rate_limiter
+        self.load_hooks = []   # callables given each version as it loads, before it serves (09_metrics' latency summaries)
 
     def default_backends(self) -> BackendRegistry:
         "The backends a new server knows: Python, ONNX Runtime, FIL, PyTorch and OpenVINO (built when a model first needs them), the seed's teaching backends."
@@ -281,7 +282,14 @@ def _backend_for(self:TritonServer, cfg:ModelConfig, model_dir:Path) -> tuple:
 # %% ../nbs/07_server.ipynb #50fc63c6
 @patch
 def load(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> LoadedModel:
-    "The repository's hook: build a READY LoadedModel for one version, or raise."
+    "The repository's hook: build a READY LoadedModel for one version, or raise; `load_hooks` see it before any request."
+    m = self._build_version(cfg, version, model_dir)
+    for hook in self.load_hooks: hook(m)
+    return m
+
+@patch
+def _build_version(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Path) -> LoadedModel:
+    "The version's scheduler over its backend's instances (an ensemble's over its steps), warmed up."
     stats = ModelStatistics()
     check_config_paths(cfg, model_dir, version)       # every file the config names stays inside the model folder
     labels = read_labels(cfg, model_dir) if any(o.label_filename for o in cfg.output) else {}   # classification labels (appendix)

@@ -17,7 +17,7 @@ from .backend import InferenceRequest as _CoreRequest
 from .response_cache import cache_from_config
 from .server import (TritonServer, call_in_loop, apply_log_settings, DEFAULT_LOG_SETTINGS, resolve_python_backend_mode,
                                 SERVED_PYTHON_BACKEND_MODE)
-from .metrics import MetricsCollector
+from .metrics import MetricsCollector, MetricsConfig
 
 # %% auto #0
 __all__ = ['IGNORED_OPTIONS', 'TritonError', 'UnknownError', 'InternalError', 'NotFoundError', 'InvalidArgumentError',
@@ -366,7 +366,7 @@ class Server:
 
     def __init__(self, options:Optional[Options]=None, **kwargs):
         self.options = options if options is not None else Options(**kwargs)
-        self._core = None
+        self._core = self._collector = None
 
     @property
     def core(self) -> TritonServer:
@@ -377,11 +377,17 @@ class Server:
     def __repr__(self): return f'Server({self._core!r})'
 
 # %% ../nbs/08c_tritonserver.ipynb #d41b0106
+def _collector(core:TritonServer, o:Options) -> MetricsCollector:
+    "The metrics of a core, with `o.metrics_configuration`'s global group ('') applied as `--metrics-config` is."
+    config = MetricsConfig.from_settings(o.metrics_configuration.get('', {}))
+    return MetricsCollector(core, allow_cpu_metrics=o.cpu_metrics).configure(config)
+
 @patch
 def start(self:Server, wait_until_ready:bool=False, polling_interval:float=0.1, timeout:Optional[float]=None) -> Server:
     "Start the server and load models (per the control mode); raises on invalid options or a failed load."
     if self._core is not None: raise InvalidArgumentError('Server already started')
     core = _core_server(self.options)
+    self._collector = _collector(core, self.options) if self.options.metrics else None   # before loading: see metrics()
     failures = _call(core.start)
     if failures and self.options.exit_on_error:
         core.stop(self.options.exit_timeout)
@@ -497,10 +503,7 @@ def metrics(self:Server, metric_format:MetricFormat=MetricFormat.PROMETHEUS) -> 
     core = self.core
     if metric_format != MetricFormat.PROMETHEUS: raise InvalidArgumentError(f'unsupported metric format {metric_format}')
     if not self.options.metrics: raise UnavailableError('metrics are disabled (Options.metrics is False)')
-    collector = getattr(self, '_collector', None)
-    if collector is None or collector.server is not core:   # one per started core: its CPU gauge measures since the last call
-        collector = self._collector = MetricsCollector(core, allow_cpu_metrics=self.options.cpu_metrics)
-    return collector.render()
+    return self._collector.render()
 
 @patch
 def register_model_repository(self:Server, repository_path:str, name_mapping:Optional[dict]=None) -> None:
@@ -555,4 +558,4 @@ IGNORED_OPTIONS = ('pinned_memory_pool_size', 'cuda_memory_pool_sizes',
                    'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
                    'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
                    'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval',
-                   'model_load_device_limits', 'backend_configuration', 'host_policies', 'metrics_configuration')
+                   'model_load_device_limits', 'backend_configuration', 'host_policies')
