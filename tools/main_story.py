@@ -21,7 +21,8 @@ APPENDIX = re.compile(r'^#{1,6}\s*(Appendix|Hardening)\b', re.M)
 CONSTANT = re.compile(r'^_?[A-Z][A-Z0-9_]*$')
 FENCE = re.compile(r'^(```|~~~).*?^\1', re.M | re.S)
 # An attribute read that only shares its name with an appendix @patch method (the checker cannot know types)
-NOT_USES = {'04_pb_utils': {'value': "`_ErrorCode.__int__` reads the Enum's own `.value`, not the appendix's `Metric.value`"}}
+NOT_USES = {'04_pb_utils': {'value': "`_ErrorCode.__int__` reads the Enum's own `.value`, not the appendix's `Metric.value`"},
+            '09_metrics': {'get': "`s.labels.get` is a dict's, not the appendix's `CKMSQuantiles.get`"}}
 BACKTICKS = re.compile(r'`([^`]+)`')
 
 
