@@ -8,6 +8,7 @@ instance's worker thread, the stub's threads, ... Run it under `/work/bin/cpuslo
 
     python bench/served_hop.py                          # thread and process, c = 1 8 64, 5 s each
     python bench/served_hop.py --runs thread process process:bench/pipeline_depth.py   # label = mode[:launcher]
+    python bench/served_hop.py --workload binary256k    # the 256 KB binary tensor (identity_big) instead of the small JSON one
 """
 from __future__ import annotations
 import argparse, collections, sys, tempfile, shutil
@@ -49,13 +50,14 @@ def main(argv=None):
     p.add_argument('--concurrency', type=int, nargs='+', default=[1, 8, 64])
     p.add_argument('--duration', type=int, default=5)
     p.add_argument('--mini-flags', default='')
+    p.add_argument('--workload', default='identity', help="a bench/run.py matrix workload (identity, binary256k, json256k, ...)")
     args = p.parse_args(argv)
     lines = []
     with tempfile.TemporaryDirectory(prefix='served_hop_') as tmp:
         work = Path(tmp); repo = work / 'repo'
         shutil.copytree(bench.HERE / 'repo', repo)
-        script = work / 'infer.lua'; (work / 'body').write_bytes(bench.BODY.encode())   # bench/run.py's small workload
-        script.write_text(bench.LUA % (work / 'body', 'wrk.headers["Content-Type"] = "application/json"'))
+        bench.configure(args.workload)   # bench/run.py's model, body and wrk headers for the workload
+        script = bench.write_load(work)
         for run in args.runs:
             mode, _, launcher = run.partition(':')
             bench.MINI_LAUNCHER = str(Path(launcher).resolve()) if launcher else None

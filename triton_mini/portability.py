@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['CAN_FORK', 'PASS_FDS', 'at_fork', 'mp_start_method', 'open_file_limit', 'add_signal_handlers', 'file_lock',
-           'shm_open']
+           'shm_open', 'anonymous_shm', 'can_send_fds']
 
 # %% ../nbs/01b_portability.ipynb #66336754
-import asyncio, contextlib, errno, os, signal, time
+import asyncio, contextlib, errno, os, signal, socket, time
 
 # %% ../nbs/01b_portability.ipynb #96052ba8
 CAN_FORK = hasattr(os, 'fork') and hasattr(os, 'register_at_fork')
@@ -74,3 +74,21 @@ def shm_open(name:str, shm_dir:str='/dev/shm') -> int:
     try: import _posixshmem
     except ImportError: raise OSError(errno.ENOSYS, 'this system has no POSIX shared memory') from None
     return _posixshmem.shm_open('/' + name, os.O_RDWR, mode=0o600)
+
+# %% ../nbs/01b_portability.ipynb #ae62d455
+def anonymous_shm(size:int) -> int | None:
+    "A read-write fd of `size` bytes of shared memory with no name left to leak; None where the system has none."
+    if hasattr(os, 'memfd_create'): fd = os.memfd_create('triton_mini', os.MFD_CLOEXEC)
+    else:
+        try: import _posixshmem
+        except ImportError: return None
+        name = f'/triton_mini_{os.getpid()}_{os.urandom(6).hex()}'
+        fd = _posixshmem.shm_open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode=0o600)
+        _posixshmem.shm_unlink(name)   # from now on only the fd (and what it is sent to) holds it
+    try: os.ftruncate(fd, size)        # pages are taken when first written, not now
+    except OSError: os.close(fd); raise
+    return fd
+
+def can_send_fds(sock) -> bool:
+    "Whether fds can cross `sock` (a Unix socket with `sendmsg`: not TCP, not Windows)."
+    return getattr(socket, 'AF_UNIX', None) is not None and sock.family == socket.AF_UNIX and hasattr(sock, 'sendmsg')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04c_stub_process.ipynb #a8f55379
 from __future__ import annotations
-import ctypes, dataclasses, functools, io, itertools, json, locale, logging, os, pickle, signal, socket, struct, subprocess, sys, threading, time
+import bisect, collections, ctypes, dataclasses, functools, io, itertools, json, locale, logging, mmap, os, pickle, signal, socket, struct, subprocess, sys, threading, time, weakref
 import numpy as np
 from concurrent.futures import Future
 import queue
@@ -12,29 +12,32 @@ from pathlib import Path
 from fastcore.basics import patch
 
 from .errors import TritonError
-from .portability import CAN_FORK, PASS_FDS, at_fork, file_lock
+from .portability import CAN_FORK, PASS_FDS, anonymous_shm, at_fork, can_send_fds, file_lock
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
 # %% auto #0
-__all__ = ['OUT_OF_BAND', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS',
-           'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN', 'TEXT_SLICE', 'STUB_CONNECT_MAIN', 'Channel',
-           'channel_pair', 'send_message', 'recv_message', 'request_to_wire', 'release_flags', 'apply_release_flags',
-           'stub_command', 'server_paths', 'spawn_stub', 'start_process', 'execution_env', 'not_healthy',
-           'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies',
-           'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env',
-           'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
+__all__ = ['OUT_OF_BAND', 'STUB_SHM', 'STUB_SHM_MIN', 'STUB_SHM_BYTES', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log',
+           'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS', 'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN',
+           'TEXT_SLICE', 'STUB_CONNECT_MAIN', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'Region',
+           'offer_regions', 'accept_regions', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command',
+           'server_paths', 'spawn_stub', 'start_process', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub',
+           'stub_main', 'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
+           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members',
+           'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
            'stub_connect_main', 'connect_back_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
 
-_HEAD = struct.Struct('<II')   # the pickle's size, the count of raw frames (their sizes follow, 8 bytes each)
+_HEAD = struct.Struct('<III')   # the pickle's size, the count of raw frames (their sizes follow, 8 bytes each), of released blocks (after them)
+_reading = threading.local()   # .region: the Region of the message being unpickled on this thread
 
 class Channel:
     "One end of a socket pair: whole messages out in one `sendmsg`, in through a receive buffer of its own."
     def __init__(self, sock:socket.socket, size:int=64 * 1024):
         self.sock, self.buf = sock, bytearray(size)
         self.view, self.start, self.end = memoryview(self.buf), 0, 0   # buf[start:end]: received, not yet read
+        self.out = self.inn = None   # shared memory: the Region we write big tensors to, the one we read them from (below)
 
     def send(self, parts:list, total:int):
         "Send `parts` (bytes-like, `total` bytes in all) as one stream of bytes."
@@ -48,6 +51,7 @@ class Channel:
 
 class _Pickler(pickle.Pickler):
     "Pickle 5 (its shortcuts for small arrays and responses: `reducer_override`, in the appendix)."
+    region, placed = None, ()   # where big tensors go instead (the channel's `out`), and the blocks this message took
 
 def channel_pair() -> tuple:
     "Two connected channels."
@@ -87,9 +91,12 @@ def pickle(self:Channel, obj) -> tuple:
     if getattr(self, '_pickler', None) is None or self._out.tell() > (1 << 20):   # new, or grown by a large message
         self._out = io.BytesIO()
         self._pickler = _Pickler(self._out, protocol=5, buffer_callback=self._out_of_band)
-    self._raws = []
+    self._raws, self._pickler.region, self._pickler.placed = [], self.out, []
     self._out.seek(0); self._out.truncate()
     try: self._pickler.dump(obj)
+    except BaseException:
+        if self.out is not None: self.out.release(self._pickler.placed)   # never sent: nobody will release them
+        raise
     finally: self._pickler.clear_memo()   # the memo holds what it pickled: let the message's objects go now
     return self._out.getvalue(), self._raws
 
@@ -112,8 +119,8 @@ def send_message(ch:Channel, obj, lock:threading.Lock|None=None):
     "Pickle `obj` (protocol 5) and send it with the memory of each large array as a raw frame of its own."
     with lock or _no_lock:   # the channel's pickler is one: one message at a time
         data, raws = ch.pickle(obj)
-        sizes = [r.nbytes for r in raws]
-        head = struct.pack(f'<II{len(raws)}Q', len(data), len(raws), *sizes)
+        sizes, freed = [r.nbytes for r in raws], ch.inn.done_with() if ch.inn is not None else ()
+        head = struct.pack(f'<III{len(raws) + len(freed)}Q', len(data), len(raws), len(freed), *sizes, *freed)
         ch.send([head, data, *raws], len(head) + len(data) + sum(sizes))
 
 class _NoLock:
@@ -124,12 +131,121 @@ _no_lock = _NoLock()
 def recv_message(ch:Channel):
     "The next message; raises EOFError when the other side is gone."
     ch._fill(_HEAD.size)
-    size, n = _HEAD.unpack_from(ch.buf, ch.start)
+    size, n, m = _HEAD.unpack_from(ch.buf, ch.start)
     ch.start += _HEAD.size
-    sizes = struct.unpack(f'<{n}Q', ch.take(8 * n)) if n else ()
+    sizes = struct.unpack(f'<{n + m}Q', ch.take(8 * (n + m))) if n + m else ()
+    if m: ch.out.release(sizes[n:])   # blocks of our region the other side is done with
     data = ch.take(size)
-    buffers = [ch.read_into(bytearray(s)) for s in sizes]   # writable, and received straight into
+    buffers = [ch.read_into(bytearray(s)) for s in sizes[:n]]   # writable, and received straight into
+    _reading.region = ch.inn          # where `_shm_tensor` finds the tensors this message placed in shared memory
     return pickle.loads(data, buffers=buffers)
+
+# %% ../nbs/04c_stub_process.ipynb #de529ff9
+STUB_SHM = os.environ.get('TRITON_MINI_STUB_SHM', '0') != '0'       # issue 42: big tensors through shared memory
+STUB_SHM_MIN = 64 * 1024                                            # smaller tensors: the socket is as cheap
+STUB_SHM_BYTES = int(os.environ.get('TRITON_MINI_STUB_SHM_BYTES', 64 << 20))   # per side; pages are taken when first written
+_ALIGN = 64
+
+class Region:
+    "Shared memory of a stub and its server: one side (the writer) places tensors in it, the other reads them in place."
+    def __init__(self, fd:int, size:int):
+        self.size, self.mm = size, mmap.mmap(fd, size)
+        os.close(fd)                                   # the mapping holds the memory; no fd, no name to leak
+        self.lock, self.free, self.taken = threading.Lock(), [[0, size]], {}   # writer: free [offset, size] by offset; blocks out
+        self.freed = collections.deque()               # reader: offsets we are done with, for the writer
+
+    def put(self, arr:np.ndarray) -> tuple | None:
+        "Copy `arr` in (C or Fortran order, as it is): `_shm_tensor`'s arguments, or None when there is no room."
+        off = self.alloc(arr.nbytes)
+        if off is None: return None
+        order = 'F' if arr.flags.f_contiguous and not arr.flags.c_contiguous else 'C'
+        np.copyto(np.ndarray(arr.shape, arr.dtype, self.mm, off, order=order), arr, casting='no')
+        return off, arr.dtype.str, arr.shape, order
+
+    def view(self, off:int, dtype:str, shape:tuple, order:str) -> np.ndarray:
+        "The tensor at `off`, in place (writable); its offset is handed back once no view of it is left."
+        arr = np.ndarray(shape, dtype, self.mm, off, order=order)   # views of it have it as their base: it goes last
+        weakref.finalize(arr, self.freed.append, off)
+        return arr
+
+    def done_with(self) -> list:
+        "The offsets the reader no longer uses, to send to the writer (a finalizer may add more meanwhile)."
+        out = []
+        while self.freed: out.append(self.freed.popleft())
+        return out
+
+def _shm_tensor(off:int, dtype:str, shape:tuple, order:str) -> np.ndarray:
+    return _reading.region.view(off, dtype, shape, order)
+
+# %% ../nbs/04c_stub_process.ipynb #032685bb
+@patch
+def alloc(self:Region, n:int) -> int | None:
+    "The offset of a free block of `n` bytes (rounded up to 64), or None."
+    n = -(-max(n, 1) // _ALIGN) * _ALIGN
+    with self.lock:
+        for block in self.free:
+            if block[1] >= n:
+                off = block[0]
+                block[0] += n; block[1] -= n
+                if not block[1]: self.free.remove(block)
+                self.taken[off] = n
+                return off
+    return None
+
+@patch
+def release(self:Region, offsets):
+    "Blocks the reader is done with: free again, merged with their free neighbours."
+    with self.lock:
+        for off in offsets:
+            n = self.taken.pop(off, None)
+            if n is None: continue
+            i = bisect.bisect(self.free, [off, n])
+            self.free.insert(i, [off, n])
+            if i + 1 < len(self.free) and off + n == self.free[i + 1][0]:   # merge with the next
+                self.free[i][1] += self.free.pop(i + 1)[1]
+            if i and self.free[i - 1][0] + self.free[i - 1][1] == off:      # and the previous
+                self.free[i - 1][1] += self.free.pop(i)[1]
+
+# %% ../nbs/04c_stub_process.ipynb #98d1eec3
+def _send_region(sock, region_fd:int|None):
+    if region_fd is None: sock.sendall(b'0')
+    else:
+        try: socket.send_fds(sock, [b'1'], [region_fd])
+        finally: os.close(region_fd)
+
+def _recv_region(sock) -> Region | None:
+    msg, fds, _, _ = socket.recv_fds(sock, 1, 1) if can_send_fds(sock) else (sock.recv(1), [], 0, None)
+    if msg == b'1' and fds: return Region(fds[0], os.fstat(fds[0]).st_size)
+    for fd in fds: os.close(fd)
+    return None
+
+def _new_region_fd(size:int) -> int | None:
+    try: return anonymous_shm(size)
+    except OSError: return None   # no memory for it (or no such thing): the socket it is
+
+def offer_regions(work:Channel, side:Channel, timeout:float=60.0) -> tuple:
+    "The server's end of a new stub: offer our region (if `STUB_SHM`), map the stub's; the two channels, ready."
+    fd = _new_region_fd(STUB_SHM_BYTES) if STUB_SHM and can_send_fds(work.sock) else None
+    mine = Region(os.dup(fd), STUB_SHM_BYTES) if fd is not None else None
+    work.sock.settimeout(timeout)
+    try:
+        _send_region(work.sock, fd)
+        theirs = _recv_region(work.sock)
+    except OSError: theirs = None   # the stub died first: its first message tells
+    finally: work.sock.settimeout(None)
+    if theirs is None: mine = None
+    for ch in (work, side): ch.out, ch.inn = mine, theirs
+    return work, side
+
+def accept_regions(work:Channel, side:Channel) -> tuple:
+    "The stub's end: map the server's region if it offers one, answer with ours."
+    theirs = _recv_region(work.sock)
+    fd = _new_region_fd(theirs.size) if theirs is not None else None
+    mine = Region(os.dup(fd), theirs.size) if fd is not None else None
+    _send_region(work.sock, fd)
+    if mine is None: theirs = None
+    for ch in (work, side): ch.out, ch.inn = mine, theirs
+    return work, side
 
 # %% ../nbs/04c_stub_process.ipynb #b94bbb63
 WIRE_FIELDS = ('model_name', 'inputs', 'model_version', 'id', 'requested_outputs', 'parameters', 'priority',
@@ -180,7 +296,7 @@ def spawn_stub(python:str|None=None, env:dict|None=None) -> tuple:
                              env=env if env is not None else _stub_env(), stdin=subprocess.DEVNULL)
     except BaseException: work.close(); side.close(); raise
     finally: their_work.close(); their_side.close()
-    return proc, Channel(work), Channel(side)
+    return proc, *offer_regions(Channel(work), Channel(side))
 
 # %% ../nbs/04c_stub_process.ipynb #e1c1a662
 _starter = (None, None)   # (the pid it belongs to, its queue): a forked copy of the server starts its own thread
@@ -440,6 +556,7 @@ def _kill(self:StubModelInstance):
         self.proc.kill()
         self.proc.wait()
     for ch in (self.work, self.side):
+        ch.out = ch.inn = None   # the stub's memory lives on only in the arrays that still use it
         try: ch.close()
         except OSError: pass
 
@@ -576,7 +693,7 @@ def stub_main(work:int, side:int, parent:int|None=None):
     locale.setlocale(locale.LC_ALL, 'C')          # Triton's stub runs its Python in the C locale, whatever the server's (below)
     socks = [socket.socket(fileno=fd) for fd in (work, side)]
     for s in socks: s.set_inheritable(False)      # close-on-exec: what the model starts (a shell, a program) cannot hold them open
-    Stub(*map(Channel, socks)).serve()
+    Stub(*accept_regions(*map(Channel, socks))).serve()
 
 @functools.cache
 def _prctl(): return ctypes.CDLL(None, use_errno=True).prctl
@@ -961,7 +1078,7 @@ def spawn(self:ForkServer, env:dict) -> tuple:
             child = self.children[pid] = ForkedStub(pid)
     except BaseException: work.close(); side.close(); raise
     finally: their_work.close(); their_side.close()
-    return child, Channel(work), Channel(side)
+    return child, *offer_regions(Channel(work), Channel(side))
 
 @patch
 def _read(self:ForkServer):
@@ -1032,6 +1149,9 @@ _RESPONSE_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceResponse))
 def reducer_override(self:_Pickler, obj):
     "Small numeric arrays and responses as their plain parts: twice as fast as their generic reduce, both ways."
     t = type(obj)
+    if t is np.ndarray and self.region is not None and obj.nbytes >= STUB_SHM_MIN and obj.dtype.kind in 'biufc':
+        where = self.region.put(obj)   # big: into shared memory, when the region has room
+        if where is not None: self.placed.append(where[0]); return _shm_tensor, where
     if t is np.ndarray and obj.nbytes < OUT_OF_BAND and obj.dtype.kind in 'biufc' and obj.flags.c_contiguous:
         return np.ndarray, (obj.shape, obj.dtype.str, bytearray(obj.data))   # writable; obj.data: bytearray(a 0-d int array) would be that many zeros
     if t is InferenceResponse: return InferenceResponse, tuple(getattr(obj, f) for f in _RESPONSE_FIELDS)
@@ -1108,7 +1228,7 @@ def connect_back_stub(python:str|None=None, env:dict|None=None, timeout:float=60
             for c in socks.values(): c.close()
             if proc.poll() is None: proc.kill(); proc.wait()
             raise
-    return proc, Channel(socks[b'w']), Channel(socks[b's'])
+    return proc, *offer_regions(Channel(socks[b'w']), Channel(socks[b's']))
 
 _pass_fds_stub = exec_stub
 

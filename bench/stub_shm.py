@@ -1,0 +1,12 @@
+#!/usr/bin/env python
+"""triton-mini with big tensors crossing the stub hop through shared memory (issue 42; `TRITON_MINI_STUB_SHM=1`), for
+`bench/run.py --exp-launcher bench/stub_shm.py`: the same server with the switch on, interleaved with the default.
+
+    python bench/run.py --workload binary256k --exp-launcher bench/stub_shm.py
+    TRITON_MINI_STUB_SHM=0 python bench/run.py --workload binary256k --exp-launcher bench/stub_shm.py   # once on by default
+"""
+import os, sys
+os.environ['TRITON_MINI_STUB_SHM'] = '1'   # before triton_mini is imported: the server reads it once
+from triton_mini.cli import main
+
+if __name__ == '__main__': sys.exit(main(sys.argv[1:]))
