@@ -11,7 +11,7 @@ import queue
 from pathlib import Path
 from fastcore.basics import patch
 
-from .errors import TritonError
+from .errors import VERBOSE, TritonError
 from .portability import CAN_FORK, PASS_FDS, anonymous_shm, at_fork, can_send_fds, file_lock
 from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
 
@@ -22,8 +22,8 @@ __all__ = ['OUT_OF_BAND', 'STUB_SHM', 'STUB_SHM_MIN', 'STUB_SHM_BYTES', 'WIRE_FI
            'offer_regions', 'accept_regions', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command',
            'server_paths', 'spawn_stub', 'start_process', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub',
            'stub_main', 'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
-           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'unpack_env', 'safe_members',
-           'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
+           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'extracted_env', 'unpack_env',
+           'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
            'stub_connect_main', 'connect_back_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
@@ -336,7 +336,7 @@ def execution_env(cfg, model_dir) -> tuple:
         path = path.replace('$$TRITON_MODEL_DIRECTORY', str(model_dir))
         log.info(f'Using Python execution env {path}')
         if os.path.isdir(path): root = env_root(Path(path), path)      # already unpacked: loads faster (README)
-        elif os.path.isfile(path): root = env_root(unpack_env(Path(path)), path)
+        elif os.path.isfile(path): root = env_root(extracted_env(Path(path)), path)
         else: raise TritonError(f'Failed to get the canonical path for {path}.', 'INTERNAL')
         python = str(root / 'bin' / 'python')
         env.pop('PYTHONPATH', None)
@@ -918,6 +918,17 @@ def env_root(folder:Path, archive) -> Path:
             raise TritonError(f"the execution environment {archive} has no bin/{f}: pack a virtual environment "
                               "(python -m venv, or conda-pack)", 'INTERNAL')
     return folder
+
+_EXTRACTED, _extracted_lock = {}, threading.Lock()   # canonical archive path -> its mtime when Triton would have extracted it
+
+def extracted_env(archive:Path) -> Path:
+    "The unpacked `archive`, with Triton's log line where Triton extracts: first use in this server, or a new mtime."
+    canonical, mtime = os.path.realpath(archive), os.stat(archive).st_mtime_ns
+    with _extracted_lock:
+        if _EXTRACTED.get(canonical) != mtime:
+            log.log(VERBOSE, f'Extracting Python execution env {canonical}')
+            _EXTRACTED[canonical] = mtime
+    return unpack_env(Path(archive))
 
 def unpack_env(archive:Path) -> Path:
     "Unpack `archive` once: its folder in the cache, named by the archive's SHA-256."
