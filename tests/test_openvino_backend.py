@@ -2,7 +2,7 @@
 an add_sub IR model built with OpenVINO's opset and written by openvino.save_model, an ONNX model (made with the onnx
 package) read by OpenVINO through default_model_filename and compared with ONNX Runtime on the same file, and a
 static-shape model reshaped for batching (set_batch) or by RESHAPE_IO_LAYERS. Served in process and by the
-`triton-mini` command to tritonclient over HTTP. Error texts: the backend's src/openvino.cc and src/openvino_utils.cc
+`triton-mini` command to tritonclient over HTTP and gRPC. Error texts: the backend's src/openvino.cc and src/openvino_utils.cc
 (ParseParameterHelper, ValidateInputs/ValidateOutputs, CompareDimsSupported, ProcessRequests). The real Triton of the
 oracle (PyPI's nvidia-pytriton) ships without the OpenVINO backend, so numpy and ONNX Runtime are the references."""
 import json
@@ -15,7 +15,7 @@ ov = pytest.importorskip('openvino')
 from openvino import opset13 as ops
 
 from triton_mini.server import TritonServer
-from triton_servers import MiniProcess, http
+from triton_servers import http
 
 
 def add_sub(batch=1, width=4):
@@ -176,24 +176,32 @@ def test_missing_openvino_says_which_extra(monkeypatch):
     with pytest.raises(Exception, match=r"pip install 'triton-mini\[openvino\]'"): ob._openvino()
 
 
-def test_served_over_http_with_tritonclient(repo):
-    "The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP client; batched and unbatched."
-    import tritonclient.http as httpclient
+def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
+    """The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP and gRPC clients: batched (one
+    request, then two concurrent ones the dynamic batcher may join) and unbatched (RESHAPE_IO_LAYERS)."""
+    import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
     ort = pytest.importorskip('onnxruntime')
-    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
-    try:
-        c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
-        x, y = rows(3, seed=4)
+    s = mini_process(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
+    x, y = rows(3, seed=4)
+    d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
+    want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
+    for module, port in ((httpclient, s.http_port), (grpcclient, s.grpc_port)):
+        c = module.InferenceServerClient(f'127.0.0.1:{port}')
         ins = []
         for name, arr in (('INPUT0', x), ('INPUT1', y)):
-            ins.append(httpclient.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
+            ins.append(module.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
         r = c.infer('add_sub', ins)
-        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y)
-        assert np.array_equal(c.infer('unbatched', ins).as_numpy('OUTPUT0'), x + y)
-        d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
-        i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)
-        want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
-        assert np.allclose(c.infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
-        status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
-        assert status == 200 and json.loads(body)['backend'] == 'openvino'
-    finally: assert s.stop() == 0
+        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y), module.__name__
+        r = c.infer('unbatched', ins)
+        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y), module.__name__
+
+        def dense(part):               # a client per thread: tritonclient.http's gevent client stays in its thread
+            i = module.InferInput('x', list(part.shape), 'FP32'); i.set_data_from_numpy(part)
+            return module.InferenceServerClient(f'127.0.0.1:{port}').infer('dense', [i]).as_numpy('y')
+        assert np.allclose(dense(d), want, atol=1e-5), module.__name__
+        with ThreadPoolExecutor(2) as pool: halves = list(pool.map(dense, (d[:2], d[2:])))
+        assert np.allclose(np.concatenate(halves), want, atol=1e-5), module.__name__
+    i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)           # JSON tensors too
+    assert np.allclose(httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}').infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
+    status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
+    assert status == 200 and json.loads(body)['backend'] == 'openvino'
