@@ -5,10 +5,12 @@ of any server), on one model per backend that takes a millisecond or more, at c=
 For each backend whose runtime is installed (onnxruntime; torch, openvino, treelite with their extras): the model is
 made here (no weights committed), the runtime is called directly from `c` threads for `--seconds`, then the same
 inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread) for as long. The
-report: calls/s both ways, the server's share (1 - served/direct), and whether it is within the issue's 15% at c=8.
+report: calls/s both ways and the server's share (1 - served/direct); the CPU each call cost both ways (this process,
+plus the server's process when served: the client's work is in it) and the server's share of that (1 - direct/served).
 
     python bench/backends_vs_runtime.py                 # every backend found, c = 1 8, 5 s each
     python bench/backends_vs_runtime.py --backends fil onnx --seconds 10
+    python bench/backends_vs_runtime.py --threads 1 --instances 2     # one thread per call both ways, two instances
 """
 import argparse, sys, tempfile, threading, time
 from pathlib import Path
@@ -38,31 +40,35 @@ def onnx_model(folder:Path):
     return save_onnx(model, folder / '1' / 'model.onnx')
 
 
-def setups(names) -> dict:
-    "name -> (config text, make(folder), direct() -> a callable running one request's rows)."
+def setups(names, threads:int=0) -> dict:
+    """name -> (config text, make(folder), direct() -> a callable running one request's rows, input name[, rows]).
+    `threads` > 0: each runtime call uses that many threads, directly and served (the runtime's own parameter)."""
     out = {}
+    def param(key): return f'parameters [{{ key: "{key}" value: {{ string_value: "{threads}" }} }}]\n' if threads else ''
     io = 'input [{ name: "%s" data_type: TYPE_FP32 dims: [ %d ] }]\noutput [{ name: "%s" data_type: TYPE_FP32 dims: [ %d ] }]\n'
     if 'onnx' in names:
         def direct():
             import onnxruntime as ort
-            s = ort.InferenceSession(str(onnx_path), providers=['CPUExecutionProvider'])
+            so = ort.SessionOptions()
+            if threads: so.intra_op_num_threads = threads
+            s = ort.InferenceSession(str(onnx_path), so, providers=['CPUExecutionProvider'])
             return lambda: s.run(['OUTPUT0'], {'INPUT0': X})
         onnx_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
         onnx_model(onnx_path.parent.parent)
-        out['onnx'] = ('backend: "onnxruntime"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH),
+        out['onnx'] = ('backend: "onnxruntime"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH) + param('intra_op_thread_count'),
                        lambda f: onnx_model(f), direct, 'INPUT0')
     if 'openvino' in names:
         try:
             import openvino   # noqa: F401
             def direct_ov():
                 import openvino as ov
-                c = ov.Core().compile_model(str(ov_path), 'CPU')
+                c = ov.Core().compile_model(str(ov_path), 'CPU', {'INFERENCE_NUM_THREADS': threads} if threads else {})
                 req = c.create_infer_request()
                 return lambda: req.infer({0: X})
             ov_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
             onnx_model(ov_path.parent.parent)
-            out['openvino'] = ('backend: "openvino"\ndefault_model_filename: "model.onnx"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH),
-                               lambda f: onnx_model(f), direct_ov, 'INPUT0')
+            out['openvino'] = ('backend: "openvino"\ndefault_model_filename: "model.onnx"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH)
+                               + param('INFERENCE_NUM_THREADS'), lambda f: onnx_model(f), direct_ov, 'INPUT0')
         except ImportError: print('openvino: not installed, skipped')
     if 'pytorch' in names:
         try:
@@ -72,11 +78,13 @@ def setups(names) -> dict:
             def save_pt(f):
                 (f / '1').mkdir(parents=True, exist_ok=True); scripted.save(str(f / '1' / 'model.pt'))
             def direct_pt():
+                if threads: torch.set_num_threads(threads)     # process-wide, as INTRA_OP_THREAD_COUNT is in the server
                 x = torch.from_numpy(X)
                 def call():
                     with torch.inference_mode(): return scripted(x).numpy()
                 return call
-            out['pytorch'] = ('backend: "pytorch"\nmax_batch_size: 1024\n' + io % ('INPUT__0', WIDTH, 'OUTPUT__0', WIDTH), save_pt, direct_pt, 'INPUT__0')
+            out['pytorch'] = ('backend: "pytorch"\nmax_batch_size: 1024\n' + io % ('INPUT__0', WIDTH, 'OUTPUT__0', WIDTH) + param('INTRA_OP_THREAD_COUNT'),
+                              save_pt, direct_pt, 'INPUT__0')
         except ImportError: print('pytorch: torch not installed, skipped')
     if 'fil' in names:
         try:
@@ -89,26 +97,38 @@ def setups(names) -> dict:
             def direct_fil():
                 path = Path(tempfile.mkdtemp()) / 'x.json'; booster.save_model(path)
                 forest = treelite.frontend.load_xgboost_model(str(path), format_choice='json')
-                return lambda: treelite.gtil.predict(forest, fx)
+                return lambda: treelite.gtil.predict(forest, fx, nthread=threads or -1)
             cfg = ('backend: "fil"\nmax_batch_size: 4096\n' + io % ('input__0', 16, 'output__0', 1)
                    + 'parameters [{ key: "model_type" value: { string_value: "xgboost_json" } },'
-                     ' { key: "output_class" value: { string_value: "false" } }]\n')
+                     ' { key: "output_class" value: { string_value: "false" } }'
+                   + (f', {{ key: "cpu_nthread" value: {{ string_value: "{threads}" }} }}' if threads else '') + ']\n')
             out['fil'] = (cfg, save_fil, direct_fil, 'input__0', fx)
         except ImportError: print('fil: treelite or xgboost not installed, skipped')
     return out
 
 
-def rate(fn, c:int, seconds:float) -> float:
-    "Calls per second of `fn(thread index)` from `c` threads for `seconds`."
+def cpu_seconds(pids) -> float:
+    "User + system CPU seconds used so far by this process and the processes `pids` (with their children)."
+    import psutil
+    procs = [psutil.Process()] + [q for pid in pids for p in [psutil.Process(pid)] for q in [p, *p.children(recursive=True)]]
+    return sum(t.user + t.system + t.children_user + t.children_system for t in (p.cpu_times() for p in procs))
+
+
+def rate(fn, c:int, seconds:float, pids=()) -> tuple:
+    """Calls per second of `fn(thread index)` from `c` threads for `seconds`, and the CPU milliseconds each call cost
+    this process and `pids` together: on a machine shared with other work the calls/s follow the share of the cores
+    the scheduler gives (per thread: 8 busy threads get more than 2), the CPU per call much less so."""
     stop, counts = threading.Event(), [0] * c
     def loop(i):
         call = fn(i)
         while not stop.is_set(): call(); counts[i] += 1
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(c)]
+    cpu = cpu_seconds(pids)
     for t in threads: t.start()
     time.sleep(seconds); stop.set()
     for t in threads: t.join()
-    return sum(counts) / seconds
+    cpu, calls = cpu_seconds(pids) - cpu, sum(counts)
+    return calls / seconds, 1e3 * cpu / max(1, calls)
 
 
 def main():
@@ -116,28 +136,35 @@ def main():
     ap.add_argument('--backends', nargs='+', default=['onnx', 'pytorch', 'openvino', 'fil'])
     ap.add_argument('--concurrency', nargs='+', type=int, default=[1, 8])
     ap.add_argument('--seconds', type=float, default=5)
+    ap.add_argument('--instances', nargs='+', type=int, default=[1], help='instance_group counts to serve with, one run each')
+    ap.add_argument('--dynamic-batching', action='store_true', help="serve with dynamic_batching { } (Triton's default delay 0)")
+    ap.add_argument('--threads', type=int, default=0, help="threads per runtime call, directly and served (0: the runtime's default)")
     a = ap.parse_args()
     import tritonclient.http as httpclient
-    rows = ['| backend | c | direct calls/s | served calls/s | server share |', '|---|---|---|---|---|']
-    for name, (cfg, make, direct, input_name, *data) in setups(a.backends).items():
+    rows = ['| backend | served as | c | direct calls/s | served calls/s | server share | direct CPU ms/call | served CPU ms/call (server + client) | server share of CPU |',
+            '|---|---|---|---|---|---|---|---|---|']
+    batching = 'dynamic_batching { }\n' if a.dynamic_batching else ''
+    for name, (cfg, make, direct, input_name, *data) in setups(a.backends, a.threads).items():
         data = data[0] if data else X
-        repo = Path(tempfile.mkdtemp()) / 'models'
-        (repo / name).mkdir(parents=True)
-        (repo / name / 'config.pbtxt').write_text(cfg + 'instance_group [{ count: 1 kind: KIND_CPU }]\n')
-        make(repo / name)
-        s = MiniProcess(repo, metrics=False, grpc=False)
-        try:
-            def client(i):
-                c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
-                inp = httpclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data, binary_data=True)
-                return lambda: c.infer(name, [inp])
-            client(0)()   # warm up, and check it answers
-            for c in a.concurrency:
-                d = rate(lambda i: direct(), c, a.seconds)
-                v = rate(client, c, a.seconds)
-                rows.append(f'| {name} | {c} | {d:,.0f} | {v:,.0f} | {1 - v / d:.0%} |')
-                print(rows[-1], flush=True)
-        finally: s.stop()
+        for count in a.instances:
+            repo = Path(tempfile.mkdtemp()) / 'models'
+            (repo / name).mkdir(parents=True)
+            (repo / name / 'config.pbtxt').write_text(cfg + batching + f'instance_group [{{ count: {count} kind: KIND_CPU }}]\n')
+            make(repo / name)
+            s = MiniProcess(repo, metrics=False, grpc=False)
+            label = (f'{count} instance{"s" if count > 1 else ""}' + (', dynamic batching' if batching else '')
+                     + (f', {a.threads} thread{"s" if a.threads > 1 else ""} per call' if a.threads else ''))
+            try:
+                def client(i):
+                    c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
+                    inp = httpclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data, binary_data=True)
+                    return lambda: c.infer(name, [inp])
+                client(0)()   # warm up, and check it answers
+                for c in a.concurrency:
+                    (d, dcpu), (v, vcpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
+                    rows.append(f'| {name} | {label} | {c} | {d:,.0f} | {v:,.0f} | {1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} |')
+                    print(rows[-1], flush=True)
+            finally: s.stop()
     print('\n'.join(rows))
 
 

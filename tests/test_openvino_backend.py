@@ -1,8 +1,9 @@
 """Triton's OpenVINO backend (nbs/04f_openvino_backend.ipynb) on models made here at test time (no weights committed):
 an add_sub IR model built with OpenVINO's opset and written by openvino.save_model, an ONNX model (made with the onnx
 package) read by OpenVINO through default_model_filename and compared with ONNX Runtime on the same file, and a
-static-shape model reshaped for batching (set_batch) or by RESHAPE_IO_LAYERS. Served in process and by the
-`triton-mini` command to tritonclient over HTTP. Error texts: the backend's src/openvino.cc and src/openvino_utils.cc
+static-shape model reshaped for batching (set_batch) or by RESHAPE_IO_LAYERS, and bare model.xml files without a config.pbtxt
+(the backend's auto-complete, AutoCompleteConfig). Served in process and by the
+`triton-mini` command to tritonclient over HTTP and gRPC. Error texts: the backend's src/openvino.cc and src/openvino_utils.cc
 (ParseParameterHelper, ValidateInputs/ValidateOutputs, CompareDimsSupported, ProcessRequests). The real Triton of the
 oracle (PyPI's nvidia-pytriton) ships without the OpenVINO backend, so numpy and ONNX Runtime are the references."""
 import json
@@ -15,7 +16,7 @@ ov = pytest.importorskip('openvino')
 from openvino import opset13 as ops
 
 from triton_mini.server import TritonServer
-from triton_servers import MiniProcess, http
+from triton_servers import http
 
 
 def add_sub(batch=1, width=4):
@@ -176,24 +177,99 @@ def test_missing_openvino_says_which_extra(monkeypatch):
     with pytest.raises(Exception, match=r"pip install 'triton-mini\[openvino\]'"): ob._openvino()
 
 
-def test_served_over_http_with_tritonclient(repo):
-    "The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP client; batched and unbatched."
-    import tritonclient.http as httpclient
+def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
+    """The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP and gRPC clients: batched (one
+    request, then two concurrent ones the dynamic batcher may join) and unbatched (RESHAPE_IO_LAYERS)."""
+    import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
     ort = pytest.importorskip('onnxruntime')
-    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
-    try:
-        c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
-        x, y = rows(3, seed=4)
+    s = mini_process(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
+    x, y = rows(3, seed=4)
+    d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
+    want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
+    for module, port in ((httpclient, s.http_port), (grpcclient, s.grpc_port)):
+        c = module.InferenceServerClient(f'127.0.0.1:{port}')
         ins = []
         for name, arr in (('INPUT0', x), ('INPUT1', y)):
-            ins.append(httpclient.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
+            ins.append(module.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
         r = c.infer('add_sub', ins)
-        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y)
-        assert np.array_equal(c.infer('unbatched', ins).as_numpy('OUTPUT0'), x + y)
-        d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
-        i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)
-        want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
-        assert np.allclose(c.infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
-        status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
-        assert status == 200 and json.loads(body)['backend'] == 'openvino'
-    finally: assert s.stop() == 0
+        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y), module.__name__
+        r = c.infer('unbatched', ins)
+        assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y), module.__name__
+
+        def dense(part):               # a client per thread: tritonclient.http's gevent client stays in its thread
+            i = module.InferInput('x', list(part.shape), 'FP32'); i.set_data_from_numpy(part)
+            return module.InferenceServerClient(f'127.0.0.1:{port}').infer('dense', [i]).as_numpy('y')
+        assert np.allclose(dense(d), want, atol=1e-5), module.__name__
+        with ThreadPoolExecutor(2) as pool: halves = list(pool.map(dense, (d[:2], d[2:])))
+        assert np.allclose(np.concatenate(halves), want, atol=1e-5), module.__name__
+    i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)           # JSON tensors too
+    assert np.allclose(httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}').infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
+    status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
+    assert status == 200 and json.loads(body)['backend'] == 'openvino'
+
+
+def laid_out(model):
+    "`model` with the layout NC on every input and output: a batch dimension the backend's auto-complete can see."
+    for p in model.get_parameters(): p.set_layout(ov.Layout('NC'))
+    for r in model.get_results(): r.set_layout(ov.Layout('NC'))
+    return model
+
+
+def test_auto_complete_serves_a_model_without_config(tmp_path, mini_process):
+    """AutoCompleteConfig (src/openvino.cc): a bare model.xml is served by the `triton-mini` command; the config it
+    shows is filled from the model. No layout: no batching, the full shape as dims. Layouts with N: max_batch_size 4
+    (the default-max-batch-size), dynamic batching, dims without the batch. A dynamic row count without layout: every
+    dim -1 (the whole-shape rule), which the backend's own dims check then refuses, as Triton's does."""
+    import tritonclient.grpc as grpcclient
+    for name, model in (('plain', add_sub()), ('batched', laid_out(add_sub()))):
+        (tmp_path / name / '1').mkdir(parents=True)
+        ov.save_model(model, tmp_path / name / '1' / 'model.xml')
+    (tmp_path / 'rows' / '1').mkdir(parents=True)
+    ov.save_model(add_sub(batch=-1), tmp_path / 'rows' / '1' / 'model.xml')
+    s = mini_process(tmp_path, '--model-control-mode=explicit', '--load-model=plain', '--load-model=batched')
+    configs = {n: json.loads(http(s.http_port, 'GET', f'/v2/models/{n}/config')[2]) for n in ('plain', 'batched')}
+    plain, batched = configs['plain'], configs['batched']
+    assert (plain['backend'], plain['max_batch_size'], 'dynamic_batching' in plain) == ('openvino', 0, False)
+    assert [(t['name'], t['data_type'], [int(d) for d in t['dims']]) for t in plain['input'] + plain['output']] == \
+        [(n, 'TYPE_FP32', [1, 4]) for n in ('INPUT0', 'INPUT1', 'OUTPUT0', 'OUTPUT1')]
+    assert (batched['max_batch_size'], batched['dynamic_batching']['preferred_batch_size']) == (4, [4])
+    assert [(t['name'], [int(d) for d in t['dims']]) for t in batched['input'] + batched['output']] == \
+        [(n, [4]) for n in ('INPUT0', 'INPUT1', 'OUTPUT0', 'OUTPUT1')]
+    x, y = rows(3, seed=6)
+    c = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
+    ins = []
+    for name, arr in (('INPUT0', x), ('INPUT1', y)):
+        ins.append(grpcclient.InferInput(name, list(arr.shape), 'FP32')); ins[-1].set_data_from_numpy(arr)
+    r = c.infer('batched', ins)
+    assert np.array_equal(r.as_numpy('OUTPUT0'), x + y) and np.array_equal(r.as_numpy('OUTPUT1'), x - y)
+    status, _, body = http(s.http_port, 'POST', '/v2/repository/models/rows/load', {})
+    assert status == 400 and ("model 'rows', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,4]) but the model "
+                              "configuration specifies 2 dimensions (shape [-1,-1])") in json.loads(body)['error']
+    assert "autofilled max_batch_size to 4 for model 'batched' since batching is supported" in s.log()
+
+
+def test_auto_complete_keeps_what_the_config_says(tmp_path):
+    "Only missing inputs or outputs are filled; a written max_batch_size on a layout-less model stays (a warning, no failure)."
+    from triton_mini.config_parser import parse_config
+    from triton_mini.openvino_backend import OpenVINOBackend
+    (tmp_path / 'm' / '1').mkdir(parents=True); (tmp_path / 'm' / '2').mkdir()
+    ov.save_model(add_sub(), tmp_path / 'm' / '1' / 'model.xml')
+    ov.save_model(laid_out(add_sub(width=3)), tmp_path / 'm' / '2' / 'model.xml')          # the newest version is read
+    backend = OpenVINOBackend(default_max_batch_size=16)
+    done = backend.auto_complete_config(parse_config('name: "m"\n' + io('input', [('INPUT0', 'TYPE_FP16', 3)])), tmp_path / 'm')
+    assert (done.max_batch_size, done.dynamic_batching is not None) == (16, True)
+    assert [(t.name, t.data_type, t.dims) for t in done.input] == [('INPUT0', 'TYPE_FP16', [3])]          # kept as written
+    assert [(t.name, t.data_type, t.dims) for t in done.output] == [('OUTPUT0', 'TYPE_FP32', [3]), ('OUTPUT1', 'TYPE_FP32', [3])]
+    (tmp_path / 'm' / '2' / 'model.xml').unlink(); (tmp_path / 'm' / '2' / 'model.bin').unlink()
+    kept = backend.auto_complete_config(parse_config('name: "m"\nmax_batch_size: 8\n'), tmp_path / 'm')
+    assert (kept.max_batch_size, kept.dynamic_batching, [t.dims for t in kept.input]) == (8, None, [[4], [4]])
+    assert backend.auto_complete_config(parse_config('name: "m"'), tmp_path / 'nothing') .input == []        # no model file: left alone
+
+
+def test_disable_auto_complete_config_needs_the_config(tmp_path):
+    "With --disable-auto-complete-config the backend fills nothing: a bare model.xml does not even reach it (the poll fails)."
+    (tmp_path / 'm' / '1').mkdir(parents=True)
+    ov.save_model(add_sub(), tmp_path / 'm' / '1' / 'model.xml')
+    with TritonServer(tmp_path, strict_model_config=True) as s:
+        failures = s.start()
+        assert failures == {'m': "failed to load 'm', failed to poll from model repository"}

@@ -2,7 +2,7 @@
 committed): a linear layer, a two-input model named by the INPUT__<i> convention, a model configured by forward()'s
 argument names, a tuple-returning model (OUTPUT__<i> by position, or config order), a List[str] model (BYTES), and a
 dict-returning model, which Triton's TorchScript path refuses. Served in process and by the `triton-mini` command to
-tritonclient over HTTP; every answer is compared with calling the module directly. Error texts: the backend's
+tritonclient over HTTP and gRPC; every answer is compared with calling the module directly. Error texts: the backend's
 src/pt/model_instance_state.cc and model_state.cc, libtorch_utils.cc (ParseBoolValue/ParseIntValue). The real Triton
 of the oracle (PyPI's nvidia-pytriton) ships without the PyTorch backend, so the module itself is the reference."""
 import json
@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip('torch')
 
 from triton_mini.server import TritonServer
-from triton_servers import MiniProcess, http
+from triton_servers import http
 
 
 class TwoInputs(torch.nn.Module):
@@ -196,22 +196,39 @@ def test_missing_torch_says_which_extra(monkeypatch):
     with pytest.raises(Exception, match=r"pip install 'triton-mini\[pytorch\]'"): pb._torch()
 
 
-def test_served_over_http_with_tritonclient(repo):
-    "The `triton-mini` command serves TorchScript models to Triton's own HTTP client; batched and unbatched."
-    import tritonclient.http as httpclient
-    s = MiniProcess(repo, '--model-control-mode=explicit', '--load-model=linear', '--load-model=two', '--load-model=words')
-    try:
-        c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
-        x = np.random.default_rng(3).standard_normal((7, 5)).astype(np.float32)
-        i = httpclient.InferInput('INPUT__0', list(x.shape), 'FP32'); i.set_data_from_numpy(x)
-        assert np.allclose(c.infer('linear', [i]).as_numpy('OUTPUT__0'), direct('linear', torch.from_numpy(x)).numpy(), atol=1e-6)
-        a, b = np.full((2, 2), 3, np.float32), np.eye(2, dtype=np.float32)
+def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
+    """The `triton-mini` command serves TorchScript models to Triton's own HTTP and gRPC clients: a batched model (rows
+    of one request, then of two concurrent requests), an unbatched two-input one, and List[str] as BYTES."""
+    import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
+    from concurrent.futures import ThreadPoolExecutor
+    s = mini_process(repo, '--model-control-mode=explicit', '--load-model=linear', '--load-model=two', '--load-model=words',
+                     '--load-model=dictin')
+    x = np.random.default_rng(3).standard_normal((7, 5)).astype(np.float32)
+    a, b = np.full((2, 2), 3, np.float32), np.eye(2, dtype=np.float32)
+    l, r = np.array([5, 7], np.float32), np.array([1, 2], np.float32)
+    for module, port in ((httpclient, s.http_port), (grpcclient, s.grpc_port)):
+        c = module.InferenceServerClient(f'127.0.0.1:{port}')
+
+        def linear(rows):              # a client per thread: tritonclient.http's gevent client stays in its thread
+            i = module.InferInput('INPUT__0', list(rows.shape), 'FP32'); i.set_data_from_numpy(rows)
+            return module.InferenceServerClient(f'127.0.0.1:{port}').infer('linear', [i]).as_numpy('OUTPUT__0')
+        assert np.allclose(linear(x), direct('linear', torch.from_numpy(x)).numpy(), atol=1e-6), module.__name__
+        with ThreadPoolExecutor(2) as pool: halves = list(pool.map(linear, (x[:3], x[3:])))
+        assert np.allclose(np.concatenate(halves), direct('linear', torch.from_numpy(x)).numpy(), atol=1e-6), module.__name__
         ins = []
         for name, arr in (('INPUT__0', a), ('INPUT__1', b)):
-            ins.append(httpclient.InferInput(name, [2, 2], 'FP32')); ins[-1].set_data_from_numpy(arr, binary_data=False)
+            ins.append(module.InferInput(name, [2, 2], 'FP32')); ins[-1].set_data_from_numpy(arr)
         assert np.array_equal(c.infer('two', ins).as_numpy('OUTPUT__0'), direct('two', torch.from_numpy(a), torch.from_numpy(b)).numpy())
-        w = httpclient.InferInput('INPUT__0', [2], 'BYTES'); w.set_data_from_numpy(np.array([b'a', b'bc'], dtype=object))
-        assert c.infer('words', [w]).as_numpy('OUTPUT__0').tolist() == [b'A!', b'BC!']
-        status, _, body = http(s.http_port, 'GET', '/v2/models/linear/config')
-        assert status == 200 and json.loads(body)['platform'] == 'pytorch_libtorch' and json.loads(body)['backend'] == 'pytorch'
-    finally: assert s.stop() == 0
+        ins = []
+        for name, arr in (('left', l), ('right', r)):                  # max_batch_size 0: the shapes are the model's own
+            ins.append(module.InferInput(name, [2], 'FP32')); ins[-1].set_data_from_numpy(arr)
+        assert np.array_equal(c.infer('dictin', ins).as_numpy('OUTPUT__0'),
+                              direct('dictin', {'left': torch.from_numpy(l), 'right': torch.from_numpy(r)}).numpy())
+        w = module.InferInput('INPUT__0', [3], 'BYTES'); w.set_data_from_numpy(np.array([b'a', b'bc', 'ü'.encode()], dtype=object))
+        assert c.infer('words', [w]).as_numpy('OUTPUT__0').tolist() == [v.encode() for v in direct('words', ['a', 'bc', 'ü'])]
+    i = httpclient.InferInput('INPUT__0', [2, 2], 'FP32'); i.set_data_from_numpy(a, binary_data=False)      # JSON tensors too
+    j = httpclient.InferInput('INPUT__1', [2, 2], 'FP32'); j.set_data_from_numpy(b, binary_data=False)
+    got = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}').infer('two', [i, j]).as_numpy('OUTPUT__0')
+    assert np.array_equal(got, direct('two', torch.from_numpy(a), torch.from_numpy(b)).numpy())
+    status, _, body = http(s.http_port, 'GET', '/v2/models/linear/config')
+    assert status == 200 and json.loads(body)['platform'] == 'pytorch_libtorch' and json.loads(body)['backend'] == 'pytorch'

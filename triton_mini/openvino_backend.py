@@ -4,19 +4,22 @@
 
 # %% ../nbs/04f_openvino_backend.ipynb #1dfdd9c0
 from __future__ import annotations
-import logging, re, time
+import copy, logging, re, time
 from pathlib import Path
 
 import numpy as np
+from fastcore.basics import patch
 
 from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows
-from .model_config import ModelConfig
+from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput
+from .model_repository import version_dirs
 from .tensors import TritonError, format_shape
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'OV_TYPES', 'openvino_options', 'compare_dims', 'configure_model', 'OpenVINOInstance', 'OpenVINOBackend']
+__all__ = ['log', 'OV_TYPES', 'OV_CONFIG_TYPES', 'openvino_options', 'compare_dims', 'configure_model', 'OpenVINOInstance',
+           'OpenVINOBackend', 'ov_can_batch', 'ov_autocomplete_tensors']
 
 # %% ../nbs/04f_openvino_backend.ipynb #1e629c9e
 _SWITCHES = ('SKIP_OV_DYNAMIC_BATCHSIZE', 'ENABLE_BATCH_PADDING', 'RESHAPE_IO_LAYERS')
@@ -202,3 +205,53 @@ class OpenVINOBackend(Backend):
     "Triton's openvino backend on the CPU: `<version>/model.xml` (IR), or what `default_model_filename` names, run by OpenVINO."
     name, platforms, default_model_filename = 'openvino', (), 'model.xml'
     instance_class = OpenVINOInstance
+
+    def __init__(self, default_max_batch_size:int=4):  # --backend-config=openvino,default-max-batch-size=N
+        self.default_max_batch_size = default_max_batch_size
+
+# %% ../nbs/04f_openvino_backend.ipynb #3bf2a811
+OV_CONFIG_TYPES = {v: k for k, v in OV_TYPES.items()}     # OpenVINOElementToModelConfigDataType; others: TYPE_INVALID
+
+def ov_can_batch(ov, model) -> bool:
+    "Every input and output of `model` has a layout with a batch dimension (`N`)."
+    from openvino import layout_helpers
+    return all(layout_helpers.has_batch(layout_helpers.get_layout(p)) for p in [*model.inputs, *model.outputs])
+
+def ov_autocomplete_tensors(ports, max_batch_size:int, cls=ModelInput) -> list:
+    "Config inputs (or outputs, with `cls=ModelOutput`) for the model's ports, as AutoCompleteInputOrOutput writes them."
+    out = []
+    for p in ports:
+        shape = p.get_partial_shape()
+        dims = [shape[i].get_length() if shape.is_static else -1 for i in range(1 if max_batch_size > 0 else 0, len(shape))]
+        out.append(cls(name=p.get_any_name(), data_type=OV_CONFIG_TYPES.get(p.get_element_type().get_type_name(), 'TYPE_INVALID'), dims=dims))
+    return out
+
+# %% ../nbs/04f_openvino_backend.ipynb #84a1bf72
+def _complete_ov_batching(config:ModelConfig, batchable:bool, default_max_batch_size:int):
+    "AutoCompleteBatching: max_batch_size and the dynamic batcher, from whether the model's layouts can batch."
+    if not batchable:
+        if config.max_batch_size != 0:
+            log.warning(f"model layout for model {config.name} does not support batching while non-zero max_batch_size is specified")
+        return
+    if config.max_batch_size == 0:
+        config.max_batch_size = max(default_max_batch_size, 1)
+        log.warning(f"autofilled max_batch_size to {config.max_batch_size} for model '{config.name}' since batching is supported "
+                    "but no max_batch_size is specified in model configuration. Must specify max_batch_size to utilize autofill "
+                    "with a larger max batch size")
+    if config.max_batch_size > 1 and config.dynamic_batching is None and config.sequence_batching is None:
+        config.dynamic_batching = ModelDynamicBatching()
+
+@patch
+def auto_complete_config(self:OpenVINOBackend, config:ModelConfig, model_dir:Path) -> ModelConfig:
+    "Fill max_batch_size, dynamic batching, inputs and outputs from the OpenVINO model, as Triton's backend does."
+    name = config.default_model_filename or self.default_model_filename
+    path = next((p for v in reversed(version_dirs(model_dir)) if (p := Path(model_dir) / str(v) / name).is_file()), None)
+    if path is None: return config
+    ov = _openvino()
+    model = _ov_call('reading model', ov.Core().read_model, str(path))
+    c = copy.deepcopy(config)
+    _complete_ov_batching(c, ov_can_batch(ov, model), self.default_max_batch_size)
+    for side, ports, cls in (('input', model.inputs, ModelInput), ('output', model.outputs, ModelOutput)):
+        if getattr(c, side): log.info(f"skipping {side} model configuration auto-complete for '{c.name}': {side} already specified")
+        else: setattr(c, side, ov_autocomplete_tensors(ports, c.max_batch_size, cls))
+    return c
