@@ -55,7 +55,7 @@ def ready(port:int) -> bool:
     except OSError: return False
 
 
-def measure(kind:str, repo:Path, n:int, workdir:Path) -> dict:
+def measure(kind:str, repo:Path, n:int, workdir:Path, base:Path|None=None) -> dict:
     port = free_port()
     if kind == 'triton':
         oracle = [sys.executable, ORACLE] if ORACLE.endswith('.py') else [ORACLE]
@@ -64,7 +64,7 @@ def measure(kind:str, repo:Path, n:int, workdir:Path) -> dict:
     else:
         argv = [sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f'--http-port={port}', '--allow-grpc=false',
                 '--allow-metrics=false', f"--python-backend-mode={kind.split('-')[1]}"]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(base if kind.startswith('base') else ROOT))
     log = workdir / f'{kind}-{n}.log'
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, cwd=workdir, env=env, start_new_session=True, stdout=open(log, 'w'), stderr=subprocess.STDOUT)
@@ -85,22 +85,26 @@ def measure(kind:str, repo:Path, n:int, workdir:Path) -> dict:
         except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
 
 
-KINDS = {'triton': 'real Triton 2.51', 'mini-process': 'triton-mini, stub processes', 'mini-thread': 'triton-mini, thread mode'}
+KINDS = {'triton': 'real Triton 2.51', 'mini-process': 'triton-mini, stub processes', 'mini-thread': 'triton-mini, thread mode',
+         'base-process': 'triton-mini at --base, stub processes'}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--models', type=int, nargs='+', default=[1, 100])
-    ap.add_argument('--only', nargs='+', choices=list(KINDS), default=list(KINDS))
+    ap.add_argument('--only', nargs='+', choices=list(KINDS), default=[k for k in KINDS if k != 'base-process'])
+    ap.add_argument('--base', type=Path, help='another tree of triton_mini (a worktree at the commit before a change): '
+                    'its stub processes are measured as base-process, in the same run')
     ap.add_argument('--no-save', action='store_true')
     args = ap.parse_args()
+    if 'base-process' in args.only and args.base is None: ap.error('base-process needs --base')
     root = Path(tempfile.mkdtemp(prefix='repo_scale_'))
     results = {}
     try:
         for n in args.models:
             repo = make_repo(root, n)
             for kind in args.only:
-                results[kind, n] = r = measure(kind, repo, n, root)
+                results[kind, n] = r = measure(kind, repo, n, root, args.base)
                 print(f"{KINDS[kind]}, {n} model(s): ready in {r['load_s']:.2f} s, {r['procs']} processes, RSS {r['rss'] / 2**20:.0f} MiB, "
                       f"PSS {r['pss'] / 2**20:.0f} MiB", flush=True)
     finally: shutil.rmtree(root, ignore_errors=True)
