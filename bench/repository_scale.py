@@ -121,7 +121,7 @@ def main():
     if not args.no_save:
         out = HERE / 'results' / f'{datetime.date.today()}-repository-scale.md'
         out.write_text(f'# Repository scale: load time and idle memory ({datetime.datetime.now():%Y-%m-%d %H:%M})\n\n'
-                       f'`python bench/repository_scale.py --models {" ".join(map(str, args.models))}`\n\n' + text)
+                       f'`{" ".join(["python bench/repository_scale.py", *sys.argv[1:]])}`\n\n' + text)
 
 
 if __name__ == '__main__': main()
