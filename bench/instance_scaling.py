@@ -64,14 +64,14 @@ def start(kind:str, repo:Path, log:Path):
         argv = [sys.executable, '-m', 'triton_mini', f'--model-repository={repo}', f'--http-port={port}', '--allow-grpc=false',
                 '--allow-metrics=false', f"--python-backend-mode={kind.split('-')[1]}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(argv, env=env, start_new_session=True, stdout=open(log, 'w'), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, env=env, cwd=log.parent, start_new_session=True, stdout=open(log, 'w'), stderr=subprocess.STDOUT)   # not a clone's folder: its triton_python_backend_utils.py would shadow Triton's
     deadline = time.monotonic() + 120
     while True:
         try:
             c = http.client.HTTPConnection('127.0.0.1', port, timeout=1); c.request('GET', '/v2/models/burn/ready')
             if c.getresponse().status == 200: return proc, port
         except OSError: pass
-        if proc.poll() is not None or time.monotonic() > deadline: raise RuntimeError(f'{kind} did not start:\n{log.read_text()[-2000:]}')
+        if proc.poll() is not None or time.monotonic() > deadline: raise RuntimeError(f'{kind} did not start:\n' + '\n'.join(l for l in log.read_text().splitlines() if l[:1] in 'EW' or 'error' in l.lower())[-3000:])
         time.sleep(0.1)
 
 
