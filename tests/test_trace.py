@@ -271,3 +271,56 @@ def test_trace_files_match_tritons(repo, tmp_path, launch):
                                    **({'parent_id': ids[t['info']['parent_id']]} if 'parent_id' in t['info'] else {})}, sort_keys=True),
                        tuple(sorted(t['names']))) for t in written.values())
     assert shape(ours) == shape(theirs)
+
+
+DECOUPLED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            s, x = r.get_response_sender(), pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            for i in range(3): s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x + i)]))
+            s.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
+@pytest.mark.oracle
+def test_stream_traces_match_tritons(repo, tmp_path, launch):
+    """A decoupled model's request over a gRPC stream (three responses, then the final flag as an empty response), and
+    add_sub over the same stream: Triton writes one INFER_RESPONSE_COMPLETE, a GRPC_SEND pair per message, the
+    COMPUTE_* of `execute` and REQUEST_END after them (not at the final flag, which comes first)."""
+    import queue
+    models = tmp_path / 'models'
+    copy_models(models, 'conformance/add_sub')
+    (models / 'dec' / '1').mkdir(parents=True)
+    (models / 'dec' / '1' / 'model.py').write_text(DECOUPLED)
+    (models / 'dec' / 'config.pbtxt').write_text('backend: "python"\nmodel_transaction_policy { decoupled: true }\n'
+                                                 'input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n'
+                                                 'output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]\n')
+    dirs = [tmp_path / 'mini', tmp_path / 'real']
+    for d in dirs: d.mkdir()
+    flags = ('--trace-config', 'level=TIMESTAMPS', '--trace-config', 'rate=1')
+    servers = start_together(
+        lambda: launch.mini_process(models, *flags, '--trace-config', f'triton,file={dirs[0]}/trace.json', metrics=False),
+        lambda: launch.real_triton(models, *flags, '--trace-config', f'triton,file={dirs[1]}/trace.json', metrics=False))
+    for server in servers:
+        got = queue.Queue()
+        client = grpcclient.InferenceServerClient(f'127.0.0.1:{server.grpc_port}')
+        client.start_stream(callback=lambda result, error: got.put(error or result))
+        x = grpcclient.InferInput('IN', [1], 'FP32'); x.set_data_from_numpy(np.array([1], np.float32))
+        client.async_stream_infer('dec', [x], request_id='d', enable_empty_final_response=True)
+        answers = [got.get(timeout=30) for _ in range(4)]
+        inputs = [grpcclient.InferInput(n, [1, 4], 'FP32') for n in ('INPUT0', 'INPUT1')]
+        for i in inputs: i.set_data_from_numpy(X4)
+        client.async_stream_infer('add_sub', inputs, request_id='a')
+        answers.append(got.get(timeout=30))
+        client.stop_stream(); client.close()
+        assert not [a for a in answers if isinstance(a, Exception)], answers
+        server.stop()
+    ours, theirs = (traces(d / 'trace.json') for d in dirs)
+    by_request = lambda written: {t['info']['request_id']: (t['info']['model_name'], sorted(t['names'])) for t in written.values()}
+    assert by_request(ours) == by_request(theirs)
+    dec = by_request(ours)['d'][1]
+    assert dec.count('GRPC_SEND_START') == 4 and dec.count('INFER_RESPONSE_COMPLETE') == 1 and 'COMPUTE_END' in dec

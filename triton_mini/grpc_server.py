@@ -171,6 +171,7 @@ class InferStream:
         self.grpc_error, self.ended = grpc_error, False   # the `triton_grpc_error` mode (below); has an error ended the stream?
         self.ordered = deque()   # requests to models that are not decoupled, oldest first: they answer in this order
         self.in_flight, self.reading = 0, True
+        self.wait_start = time.monotonic_ns()   # when the stream began waiting for its next request (a trace's GRPC_WAITREAD_START)
         self.predecoded = {}     # id(request) -> _predecode's answer, for big requests
         self.calls = set()       # the StreamRequests not final yet: dropped from their queues if the stream ends first
 
@@ -226,6 +227,7 @@ async def read(self:InferStream, request_iterator):
             if request is UNPARSABLE: break
             if request.ByteSize() > OFF_LOOP_BYTES: await self.predecode(request)   # on a thread (appendix)
             self.issue(request)
+            self.wait_start = time.monotonic_ns()
     except Exception as e: log.debug(f'stream read ended: {e!r}')
     finally:
         self.reading = False
@@ -238,6 +240,7 @@ class StreamRequest:
         self.stream, self.request, self.decoupled, self.message, self.status = stream, request, decoupled, None, None
         self.req = self.m = None
         self.classes, self.empty_final = {}, False
+        self.trace, self.waited = None, stream.wait_start   # its trace (07b_trace), if tracing samples it
 
     def submit(self):
         pre = self.stream.predecoded.pop(id(self.request), None)
@@ -249,12 +252,14 @@ class StreamRequest:
             self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded,
                                                                             self.stream.server.shared_memory)
         self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
+        self.trace = self.stream.server.begin_trace(self.req, 'GRPC', self.waited)
         self.stream.server.submit(self.req)
 
 # %% ../nbs/08a_grpc.ipynb #b24680cf
 @patch
 def on_response(self:StreamRequest, resp, final:bool):
     "A response (or the bare final flag) of this request, on the event loop."
+    sending = time.monotonic_ns()
     if resp is None and not self.decoupled: resp = InferenceResponse()
     status = None
     if resp is None: message = self._reply(None, final) if final and self.empty_final else None
@@ -272,6 +277,9 @@ def on_response(self:StreamRequest, resp, final:bool):
             status = grpc_status(err)
             message = self._reply(status[1], final)
     self.stream.write(self, message, final, status)
+    if self.trace:   # a SEND pair for each message written, as Triton's stream does; the final response lets go of it
+        if message is not None: self.trace.sending(sending)
+        if final: self.trace.release()
 
 # %% ../nbs/08a_grpc.ipynb #b41a80c3
 @patch

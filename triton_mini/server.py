@@ -346,7 +346,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
     for _ in range(_RESUBMITS):
         check_request(m, req)
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
-        if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req)   # 07b_trace
+        if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req, m.decoupled)   # 07b_trace
         if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
         try:
             m.scheduler.enqueue(req)

@@ -93,15 +93,25 @@ class Trace:
         self.manager, self.setting, self.id, self.parent_id, self.protocol = manager, setting, trace_id, parent_id, protocol
         self.model_name, self.model_version, self.request_id = '', -1, ''
         self.events, self._refs, self._lock = [], 2 if protocol else 1, threading.Lock()
+        self.computed = self.end_at_compute = self.completed = False   # for a decoupled model's request (appendix)
 
     def stamp(self, name:str, ns:int|None=None):
         "Record that the request reached `name` (now, or at `ns`)."
         self.events.append((name, time.monotonic_ns() if ns is None else ns))
 
     def compute(self, start_ns:int, timing:tuple, end_ns:int):
-        "The COMPUTE_* timestamps from what the scheduler measured for statistics: (input, infer, output) ns."
-        self.events += [('COMPUTE_START', start_ns), ('COMPUTE_INPUT_END', start_ns + timing[0]),
-                        ('COMPUTE_OUTPUT_START', start_ns + timing[0] + timing[1]), ('COMPUTE_END', end_ns)]
+        "The COMPUTE_* timestamps from what the scheduler measured (input, infer, output ns); REQUEST_END if it waited for them."
+        with self._lock:
+            self.events += [('COMPUTE_START', start_ns), ('COMPUTE_INPUT_END', start_ns + timing[0]),
+                            ('COMPUTE_OUTPUT_START', start_ns + timing[0] + timing[1]), ('COMPUTE_END', end_ns)]
+            self.computed, end = True, self.end_at_compute   # a decoupled request's final came first (`ends_at_compute`)
+        if end: self.stamp('REQUEST_END'); self.release()
+
+    def ends_at_compute(self, req) -> bool:
+        "At a final response: is `req` executing (it left the queue, no COMPUTE_END yet)? Then `compute` ends the trace."
+        with self._lock:
+            self.end_at_compute = bool(getattr(req, 'queue_end_ns', 0)) and not self.computed
+            return self.end_at_compute
 
     def sent(self, send_start_ns:int|None=None):
         "The front end answered (or failed): its SEND timestamps (HTTP_SEND_START, ...), then it lets go of the trace."
@@ -236,16 +246,17 @@ def begin(self:TraceManager, req, protocol:str|None=None, received_ns:int|None=N
     return trace
 
 @patch
-def submitted(self:TraceManager, req):
-    "Called by the server as it queues `req`: sample it if nobody did, stamp its start and watch for its end."
+def submitted(self:TraceManager, req, decoupled:bool=False):
+    "Called by the server as it queues `req` (for a `decoupled` model or not): sample it if nobody did, stamp its start and watch for its end."
     trace = req.trace if req.trace is not None else self.begin(req)
     if not trace: return
     trace.model_name, trace.model_version, trace.request_id = req.model_name, req.model_version, req.id
     trace.stamp('REQUEST_START', req.arrival_ns); trace.stamp('QUEUE_START', req.arrival_ns)
     deliver = req.response_callback
     def traced(r, resp, final):
-        if resp is not None and trace.protocol: trace.stamp('INFER_RESPONSE_COMPLETE')   # a front end's event in Triton
-        if final: trace.stamp('REQUEST_END'); trace.release()   # before delivering: the front end, which answers after, lets go last
+        if resp is not None and trace.protocol and not trace.completed:   # a front end's event in Triton, once a request
+            trace.completed = True; trace.stamp('INFER_RESPONSE_COMPLETE')
+        if final and not (decoupled and trace.ends_at_compute(r)): trace.stamp('REQUEST_END'); trace.release()   # before delivering: the front end, which answers after, lets go last
         if deliver is not None: deliver(r, resp, final)
     req.response_callback = traced
 
@@ -267,3 +278,9 @@ def close(self:TraceManager):
     with self._lock: batches, self._pending = [b for _, b in self._pending.values()], {}
     self.file.save([t for b in batches for t in b], indexed=False)
     self.file.close()
+
+# %% ../nbs/07b_trace.ipynb #06305d1d
+@patch
+def sending(self:Trace, send_start_ns:int):
+    "A stream's front end wrote one message of the request: its SEND pair (the trace stays open until the final one)."
+    self.stamp(f'{self.protocol}_SEND_START', send_start_ns); self.stamp(f'{self.protocol}_SEND_END')
