@@ -134,3 +134,40 @@ def test_shutdown_removes_the_application_and_its_metrics_board(cluster):
     ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')   # exists while the app runs
     cluster.shutdown()
     with pytest.raises(ValueError): ray.get_actor(f'triton_mini_metrics_{cluster.name}', namespace='triton_mini')
+
+
+def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_path):
+    """`triton-mini --ray` on a cluster it joins (RAY_ADDRESS): after SIGTERM the cluster keeps running, and the
+    command's detached MetricsBoard actor must not (issue 45: it stayed)."""
+    import signal, subprocess, sys, urllib.request
+    gcs = _free_port()
+    env = {**os.environ, 'PYTHONPATH': str(ROOT), 'RAY_AUTH_MODE': 'disabled'}   # one local cluster: no token to share
+    subprocess.run(['ray', 'start', '--head', f'--port={gcs}', '--num-cpus=2', '--include-dashboard=false'],
+                   check=True, capture_output=True, env=env, timeout=120)
+    try:
+        port = _free_port()
+        cmd = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--ray', f'--http-port={port}', '--http-address=127.0.0.1',
+                                f'--model-repository={ROOT / "model_repository"}', '--model-control-mode=explicit',
+                                '--load-model=add_sub'], env={**env, 'RAY_ADDRESS': f'127.0.0.1:{gcs}'},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    with urllib.request.urlopen(f'http://127.0.0.1:{port}/v2/models/add_sub/ready', timeout=2) as r:
+                        if r.status == 200: break
+                except OSError: pass
+                assert cmd.poll() is None and time.monotonic() < deadline, cmd.stdout.read().decode()[-3000:] if cmd.poll() is not None else 'not ready in 180 s'
+                time.sleep(0.5)
+            cmd.send_signal(signal.SIGTERM)
+            assert cmd.wait(120) == 0
+        finally:
+            if cmd.poll() is None: os.killpg(cmd.pid, signal.SIGKILL); cmd.wait()
+        out = subprocess.run([sys.executable, '-c', 'import ray; ray.init(address="auto", log_to_driver=False)\n'
+                              'try: ray.get_actor("triton_mini_metrics_triton_mini", namespace="triton_mini"); print("MetricsBoard alive")\n'
+                              'except ValueError: print("no MetricsBoard")'],
+                             capture_output=True, text=True, env={**env, 'RAY_ADDRESS': f'127.0.0.1:{gcs}'}, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().endswith('no MetricsBoard'), out.stdout
+    finally:
+        subprocess.run(['ray', 'stop', '--force'], capture_output=True, env=env, timeout=120)

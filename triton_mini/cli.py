@@ -384,12 +384,14 @@ def serve_on_ray(args) -> int:
     ray.init(include_dashboard=False, logging_level=logging.WARNING)
     stop = threading.Event()   # our handlers replace the ones ray.init installed (its SIGTERM handler aborts)
     for sig in (signal.SIGINT, signal.SIGTERM): signal.signal(sig, lambda *a: stop.set())
+    served = None
     try:
-        RayTriton.run(repo, host=args.http_address, port=args.http_port, num_replicas=replicas, models=models)
+        served = RayTriton.run(repo, host=args.http_address, port=args.http_port, num_replicas=replicas, models=models)
         log.info(f'Started Ray Serve at {args.http_address}:{args.http_port} with {replicas} replica(s) of {repo}')
         while not stop.wait(0.5): pass
         return 0
     finally:
+        if served is not None: served.shutdown()   # the app and its detached MetricsBoard, which a cluster that outlives us would keep
         serve.shutdown(); ray.shutdown()
 
 # %% ../nbs/10_cli.ipynb #d02e8d2a
