@@ -88,7 +88,8 @@ def main(argv=None):
                         for (proc, name), v in sorted(rows.items(), key=lambda kv: -kv[1][0]):
                             if v[0] < 100 and v[1] < 0.01: continue
                             lines.append(f'| {proc} | {name} | {v[0] / 1000:.1f} | {v[1]:.2f} | {v[2]:.2f} | {v[3]:.2f} |')
-                        print(f'{run} round {rnd + 1} c={c}: {r["rps"]:,.0f} req/s, {total:.1f} µs CPU/request', flush=True)
+                        bad = f', {r["non2xx"] + r["socket_errors"]} answers not 2xx' if r['non2xx'] or r['socket_errors'] else ''
+                        print(f'{run} round {rnd + 1} c={c}: {r["rps"]:,.0f} req/s, {total:.1f} µs CPU/request{bad}', flush=True)
                 finally: server.stop()
     print('\n'.join(lines))
     print('\n| run | c | req/s (median of rounds) | server CPU µs / request | context switches / request | rounds (req/s) |')
