@@ -1,16 +1,28 @@
 """`--metrics-config`: Triton's latency summaries (summary_latencies, summary_quantiles) and counter_latencies=false.
 Unit tests of the CKMS sketch and its sliding window against numpy, and the real Triton 2.51 as the judge of the
 families, help texts, label sets, quantile labels and counts."""
-import math
+import math, socket
 import numpy as np
 import pytest
 
 parser = pytest.importorskip('prometheus_client.parser')
 from triton_mini.metrics import (CKMSQuantiles, DEFAULT_QUANTILES, MetricsConfig, Summary, parse_metrics_config,
                                  parse_quantiles)
-from triton_servers import copy_models, http, settled, start_together
+from triton_servers import copy_models, http, settled, start_together, wait_until
 
 ADD_SUB = {'inputs': [{'name': n, 'datatype': 'FP32', 'shape': [1, 4], 'data': [1, 2, 3, 4]} for n in ('INPUT0', 'INPUT1')]}
+
+
+def metrics_text(server) -> str:
+    "The server's /metrics. Real Triton opens its metrics port tens of ms after it answers ready: wait for the port."
+    wait_until(lambda: _accepts(server.metrics_port), 30, 'the metrics port')
+    return http(server.metrics_port, 'GET', '/metrics')[2]
+
+
+def _accepts(port:int) -> bool:
+    try:
+        with socket.create_connection(('127.0.0.1', port), timeout=1): return True
+    except OSError: return False
 
 
 def rank_error(data, value, q) -> float:
@@ -88,7 +100,7 @@ def test_summaries_match_real_triton(tmp_path, real_triton, mini_process):
     repo = copy_models(tmp_path / 'models', 'conformance/add_sub', 'conformance/decoupled')
     flags = ('--metrics-config=summary_latencies=true', '--metrics-config=summary_quantiles=0.5:0.05,0.9:0.01,0.99:0.001')
     theirs, ours = start_together(lambda: real_triton(repo, *flags), lambda: mini_process(repo, *flags))
-    scrape = lambda srv: http(srv.metrics_port, 'GET', '/metrics')[2]
+    scrape = lambda srv: metrics_text(srv)
     before = [scrape(s) for s in (theirs, ours)]
     assert summary_view(before[0]) == summary_view(before[1])
     nan_lines = lambda t: sorted(l for l in t.splitlines() if l.endswith(' Nan'))
@@ -110,7 +122,7 @@ def test_counter_latencies_false_matches_real_triton(tmp_path, real_triton, mini
     repo = copy_models(tmp_path / 'models', 'conformance/add_sub')
     flags = ('--metrics-config=counter_latencies=false', '--metrics-config=foo=bar')
     servers = start_together(lambda: real_triton(repo, *flags), lambda: mini_process(repo, *flags))
-    families = [{l.split()[2] for l in type_lines(http(s.metrics_port, 'GET', '/metrics')[2]) if l.startswith('# TYPE nv_inference')}
+    families = [{l.split()[2] for l in type_lines(metrics_text(s)) if l.startswith('# TYPE nv_inference')}
                 for s in servers]
     assert families[0] == families[1] and not any(f.endswith('_duration_us') for f in families[0])
 
@@ -137,6 +149,6 @@ def test_a_model_loaded_later_has_summaries_from_its_first_request(tmp_path, rea
     for srv in servers:
         assert http(srv.http_port, 'POST', '/v2/repository/models/add_sub/load')[0] == 200
         for _ in range(3): assert http(srv.http_port, 'POST', '/v2/models/add_sub/infer', ADD_SUB)[0] == 200
-        views.append(settled(lambda: summary_view(http(srv.metrics_port, 'GET', '/metrics')[2])))   # counted at release
+        views.append(settled(lambda: summary_view(metrics_text(srv))))   # counted at release
     assert views[0] == views[1]
     assert views[1]['nv_inference_request_summary_us'][3] == {'add_sub': 3, 'add_sub_nobatch': 0}
