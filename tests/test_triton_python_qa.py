@@ -41,8 +41,15 @@ KNOWN: dict = {}
 
 # --------------------------------------------------------------------------------------- one subtest on one server
 def start(kind:str, models, *flags, **kw):
-    try: return SERVERS[kind](models, *VERBOSE, *flags, fixed_ports=True, **kw)
+    """The server on `models` as test.sh's run_server starts it: from the subtest's folder, its log there as
+    `<subtest>_server.log` (lifecycle_test.py reads it)."""
+    folder = models.parent
+    log = folder / f'{folder.name}_server.log'
+    log.unlink(missing_ok=True)
+    try: server = SERVERS[kind](models, *VERBOSE, *flags, fixed_ports=True, cwd=folder, **kw)
     except PortsTaken as e: pytest.skip(f'the default ports are taken by a process outside this run: {e}')
+    log.symlink_to(server.log_path)
+    return server
 
 
 def grep_count(log:str, text:str) -> int: return sum(text in line for line in log.splitlines())
@@ -123,8 +130,10 @@ def results_of(subtest:str, kind:str, root) -> dict:
         tmp = root / f'{subtest}-{kind}'
         tmp.mkdir()
         qa = pyqa.materialise(tmp)
-        with pyqa.default_ports():
-            _done[subtest, kind] = RUNS[subtest](kind, qa, tmp)
+        try:
+            with pyqa.default_ports(): _done[subtest, kind] = RUNS[subtest](kind, qa, tmp)
+        except Exception as e:   # the subtest's server did not start, say: each of its cases fails with why, once
+            _done[subtest, kind] = {'__output__': ('', f'{type(e).__name__}: {e}')}
     return _done[subtest, kind]
 
 
