@@ -2,7 +2,8 @@
 
 Besides the exported package this installs two things a Triton user needs:
 * `triton_python_backend_utils`, a top-level module, so `import triton_python_backend_utils as pb_utils`
-  in an unchanged model.py works after `pip install` (it re-exports `triton_mini.pb_utils`);
+  in an unchanged model.py works after `pip install` (it re-exports `triton_mini.pb_utils`), and
+  `c_python_backend_utils`, the name of the stub's pybind module behind it, which a few models import directly;
 * the bundled example model repository (`model_repository/` in the source tree), shipped inside the
   wheel as `triton_mini/examples/` so `triton-mini` with no flags has something to serve.
 """
@@ -47,7 +48,7 @@ setuptools.setup(
     python_requires='>=' + cfg['min_python'],
     packages=setuptools.find_packages(include=['triton_mini', 'triton_mini.*']),
     cmdclass={'build_py': BuildWithExamples},
-    py_modules=['triton_python_backend_utils'],
+    py_modules=['triton_python_backend_utils', 'c_python_backend_utils'],
     include_package_data=True,
     install_requires=reqs('requirements'),
     extras_require={'dev': reqs('dev_requirements'), 'fil': reqs('fil_requirements'), 'llm': reqs('llm_requirements'), 'openvino': reqs('openvino_requirements'), 'pytorch': reqs('pytorch_requirements'), 'ray': reqs('ray_requirements')},

@@ -21,12 +21,13 @@ from .model_repository import check_model_name
 __all__ = ['TRITON_STRING_TO_NUMPY', 'deserialize_bytes_tensor', 'TRITONSERVER_REQUEST_FLAG_SEQUENCE_START',
            'TRITONSERVER_REQUEST_FLAG_SEQUENCE_END', 'TRITONSERVER_RESPONSE_COMPLETE_FINAL',
            'TRITONSERVER_REQUEST_RELEASE_ALL', 'TRITONSERVER_REQUEST_RELEASE_RESCHEDULE', 'TRITONSERVER_MEMORY_GPU',
-           'TRITONSERVER_MEMORY_CPU', 'TritonError', 'TritonModelException', 'Tensor', 'triton_string_to_numpy',
-           'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor', 'get_model_dir', 'InferenceRequest',
-           'get_input_tensor_by_name', 'get_output_tensor_by_name', 'get_input_config_by_name',
-           'get_output_config_by_name', 'using_decoupled_model_transaction_policy', 'InferenceResponse',
-           'InferenceResponseSender', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily', 'ModelConfig',
-           'is_model_ready', 'load_model', 'unload_model', 'MemoryType', 'PreferredMemory', 'InferenceTrace']
+           'TRITONSERVER_MEMORY_CPU', 'shared_memory', 'TritonError', 'TritonModelException', 'Tensor',
+           'triton_string_to_numpy', 'triton_to_numpy_type', 'numpy_to_triton_type', 'serialize_byte_tensor',
+           'get_model_dir', 'InferenceRequest', 'get_input_tensor_by_name', 'get_output_tensor_by_name',
+           'get_input_config_by_name', 'get_output_config_by_name', 'using_decoupled_model_transaction_policy',
+           'InferenceResponse', 'InferenceResponseSender', 'LogLevel', 'Logger', 'MetricKind', 'Metric', 'MetricFamily',
+           'ModelConfig', 'is_model_ready', 'load_model', 'unload_model', 'MemoryType', 'PreferredMemory',
+           'InferenceTrace']
 
 # %% ../nbs/04_pb_utils.ipynb #eecd8a63
 class _ErrorCode(Enum):
@@ -849,3 +850,11 @@ def set_flags(self:InferenceRequest, flags:int):
 
 @patch
 def trace(self:InferenceRequest) -> InferenceTrace: return InferenceTrace()
+
+# %% ../nbs/04_pb_utils.ipynb #f027b1d3
+class _SharedMemory:
+    "`c_python_backend_utils.shared_memory`: the stub's shared-memory pool, as a model sees it."
+    default_byte_size = 1 << 20   # Triton's python backend shm-default-byte-size
+    def free_memory(self) -> int: return self.default_byte_size
+
+shared_memory = _SharedMemory()

@@ -1,0 +1,162 @@
+"""Triton's own Python-backend QA subtests (server repo `qa/L0_backend_python`, v2.51.0) against triton-mini's served
+default (stub processes) and, under the `oracle` marker, the real Triton 2.51: the same verdicts on both.
+
+How each subtest's models and clients are laid out, and what is adapted to this machine: tests/triton_python_qa.py.
+Every server here binds the default ports 8000-8002 (the clients hard-code them), so each subtest runs under a
+machine-wide file lock, one server at a time; the client's verdicts are read from its junit XML, and each case of it
+is one test here (`server_log`, `init_error` ...: the checks test.sh makes on the server's log and exit).
+
+Subtests run: decoupled, lifecycle, restart. Not run yet: bls (test.sh needs torch 1.13 with CUDA, the QA data
+folder's ONNX and libtorch models), and the other subtests of L0_backend_python.
+
+A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
+"""
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+import triton_python_qa as pyqa
+from triton_servers import MiniProcess, PortsTaken, RealTriton, skip_or_fail
+
+SERVERS = {'mini': MiniProcess, 'triton': RealTriton}
+VERBOSE = ('--log-verbose=1',)
+
+CASES = {
+    'decoupled': ['test_decoupled_execute_error', 'test_decoupled_bls', 'test_decoupled_bls_stream',
+                  'test_decoupled_return_response_error', 'test_decoupled_send_after_close_error',
+                  'test_decoupled_execute_cancel', 'test_decoupled_raise_exception', 'server_log'],
+    'lifecycle': ['test_error_code', 'test_execute_cancel', 'test_batch_error', 'test_infer_pymodel_error',
+                  'test_triton_grpc_error_error_on', 'test_triton_grpc_error_multithreaded',
+                  'test_triton_grpc_error_cancel', 'test_triton_grpc_error_error_off',
+                  'init_error', 'fini_error', 'auto_complete_error'],
+    'restart': ['test_infer', 'test_restart'],
+}
+
+# (subtest, case, server) -> why it fails there; a case failing on both servers is Triton's own (with the evidence).
+KNOWN: dict = {}
+
+
+# --------------------------------------------------------------------------------------- one subtest on one server
+def start(kind:str, models, *flags, **kw):
+    """The server on `models` as test.sh's run_server starts it: from the subtest's folder, its log there as
+    `<subtest>_server.log` (lifecycle_test.py reads it)."""
+    folder = models.parent
+    log = folder / f'{folder.name}_server.log'
+    log.unlink(missing_ok=True)
+    try: server = SERVERS[kind](models, *VERBOSE, *flags, fixed_ports=True, cwd=folder, **kw)
+    except PortsTaken as e: pytest.skip(f'the default ports are taken by a process outside this run: {e}')
+    log.symlink_to(server.log_path)
+    return server
+
+
+def grep_count(log:str, text:str) -> int: return sum(text in line for line in log.splitlines())
+
+
+def run_decoupled(kind, qa, tmp) -> dict:
+    models = pyqa.arrange_decoupled(qa)
+    server = start(kind, models)
+    try: results = pyqa.run_client(models.parent, './decoupled_test.py', tmp / 'decoupled.xml')
+    finally: server.stop()
+    log, wrong = server.log(), []
+    for msg in ('Specific Msg!', 'Info Msg!', 'Warning Msg!', 'Error Msg!'):   # verify_log_counts
+        if grep_count(log, msg) < 1: wrong.append(f'{msg!r} not in the server log')
+    for msg in ('Finalize invoked', 'Finalize complete...'):
+        if (n := grep_count(log, msg)) != 3: wrong.append(f'{msg!r} {n} times in the server log, not 3')
+    results['server_log'] = ('failed' if wrong else 'passed', '\n'.join(wrong) + '\n' + server.log_tail(40))
+    return results
+
+
+def run_lifecycle(kind, qa, tmp) -> dict:
+    models = pyqa.arrange_lifecycle(qa)
+    server = start(kind, models)
+    results = {}
+    try:
+        for i in range(5):   # test.sh: for i in {0..4}; a case passes when it passes every time
+            for name, (outcome, msg) in pyqa.run_client(models.parent, 'lifecycle_test.py', tmp / f'lifecycle.iter{i}.xml').items():
+                if name not in results or results[name][0] == 'passed': results[name] = (outcome, f'iteration {i}: {msg}')
+    finally: server.stop()
+    # test.sh's later servers: each must fail (or, fini_error, stop) with the model's Python error in its log
+    for name, needle, must_start, flags, config in (
+            ('init_error', "name 'lorem_ipsum' is not defined", False, (), True),
+            ('fini_error', "name 'undefined_variable' is not defined", True, (), True),
+            ('auto_complete_error', "name 'undefined_variable' is not defined", False, ('--strict-model-config=false',), False)):
+        models = pyqa.arrange_lifecycle_single(name, with_config=config)(qa)
+        server = start(kind, models, *flags, wait=None)
+        wrong = []
+        if must_start:
+            up, note = server.wait_for('ready', 120)
+            if not up: wrong.append(f'did not start: {note}')
+            server.stop()
+        else:
+            try: server.proc.wait(120)   # run_server_nowait; wait $SERVER_PID
+            except Exception: wrong.append('still running 120 s after its start'); server.stop()
+            server.kill()
+        if needle not in server.log(): wrong.append(f'{needle!r} not in the server log')
+        results[name] = ('failed' if wrong else 'passed', '\n'.join(wrong) + '\n' + server.log_tail(40))
+    return results
+
+
+def run_restart(kind, qa, tmp) -> dict:
+    models = pyqa.arrange_restart(qa)
+    server = start(kind, models)
+    folder, results = models.parent, {}
+    try:
+        results.update(pyqa.run_client(folder, 'restart_test.py::RestartTest::test_infer', tmp / 'restart.infer.xml'))
+        for child in psutil.Process(server.proc.pid).children():   # pgrep --parent $SERVER_PID | kill -9
+            try: child.kill()
+            except psutil.NoSuchProcess: pass
+        time.sleep(0.5)
+        results.update(pyqa.run_client(folder, 'restart_test.py::RestartTest::test_restart', tmp / 'restart.restart.xml'))
+    finally: server.stop()
+    return results
+
+
+RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart}
+_done: dict = {}
+
+
+@pytest.fixture(scope='module')
+def qa_root(tmp_path_factory):
+    if reason := pyqa.missing(): skip_or_fail('python_qa', reason)
+    return tmp_path_factory.mktemp('python-qa')
+
+
+def results_of(subtest:str, kind:str, root) -> dict:
+    "The subtest run once per server (per module), under the default ports' lock; each case's test reads its verdict."
+    if (subtest, kind) not in _done:
+        tmp = root / f'{subtest}-{kind}'
+        tmp.mkdir()
+        qa = pyqa.materialise(tmp)
+        try:
+            with pyqa.default_ports(): _done[subtest, kind] = RUNS[subtest](kind, qa, tmp)
+        except Exception as e:   # the subtest's server did not start, say: each of its cases fails with why, once
+            _done[subtest, kind] = {'__output__': ('', f'{type(e).__name__}: {e}')}
+    return _done[subtest, kind]
+
+
+PARAMS = [pytest.param(kind, subtest, case, id=f'{kind}-{subtest}-{case}',
+                       marks=[pytest.mark.oracle] * (kind == 'triton') + (
+                           [pytest.mark.xfail(reason=KNOWN[subtest, case, kind], strict=True)] if (subtest, case, kind) in KNOWN else []))
+          for kind in SERVERS for subtest, cases in CASES.items() for case in cases]
+
+
+@pytest.mark.parametrize('kind,subtest,case', PARAMS)
+def test_python_qa(kind, subtest, case, qa_root):
+    results = results_of(subtest, kind, qa_root)
+    if case not in results:
+        pytest.fail(f'{case} did not run; the client said:\n{results["__output__"][1]}', pytrace=False)
+    outcome, message = results[case]
+    if outcome == 'skipped': pytest.skip(message)
+    assert outcome == 'passed', f'{subtest}/{case} on {kind}: {outcome}\n{message}'
+
+
+def test_cases_are_the_clients(qa_root):
+    "CASES lists every test of each client at TAG (a new one in the QA would otherwise go unrun)."
+    qa = pyqa.materialise(qa_root / 'listing')
+    import re
+    for subtest, client in (('decoupled', 'decoupled_test.py'), ('lifecycle', 'lifecycle_test.py'), ('restart', 'restart_test.py')):
+        found = re.findall(r'^    def (test_\w+)', (qa / 'L0_backend_python' / subtest / client).read_text(), re.M)
+        assert sorted(found) == sorted(c for c in CASES[subtest] if c.startswith('test_')), subtest

@@ -1,0 +1,158 @@
+"""Triton's own Python-backend QA (`qa/L0_backend_python/<subtest>`), arranged as each subtest's test.sh arranges it.
+
+The QA is NVIDIA's, not ours: it is read at test time from a git directory of triton-inference-server/server
+(`$TRITON_SERVER_REPO`, a bare mirror or a checkout; tag v2.51.0, the oracle's version) and never copied into the
+project. `materialise(dest)` extracts `qa/common`'s helpers, `qa/python_models` and `qa/L0_backend_python` into
+`dest`; `SUBTESTS[name].arrange(qa)` then makes that subtest's `models/` folder exactly as its test.sh does (the same
+copies, the same `sed` edits and appended config lines). The clients run unchanged, from the subtest's folder (they
+find `../../common` as in the container) against the servers' default ports, which they hard-code.
+
+Adaptations, each one named where it happens:
+- `TEST_JETSON=1` in the clients' environment: shm_util's leak probe needs `triton_shm_monitor`, a C extension the QA
+  container builds from python_backend's source; the variable is the QA's own switch that skips the probe (it reads
+  the real Triton's shared-memory pool, which triton-mini does not have).
+- test.sh's `get_shm_pages` checks (no /dev/shm page left behind) are not run: they count every page on the machine,
+  and tests of other modules run alongside.
+- The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
+  `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
+"""
+from __future__ import annotations
+
+import contextlib, dataclasses, fcntl, io, os, re, shutil, subprocess, sys, tarfile, tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+TAG = 'v2.51.0'                 # Triton 2.51, the oracle's version
+PYTHON_BACKEND_TAG = 'r24.10'   # its python_backend (PYTHON_BACKEND_REPO_TAG in the 24.10 container)
+MIRRORS = Path('/work/.mirror')
+SERVER_REPO = Path(os.environ.get('TRITON_SERVER_REPO') or MIRRORS / 'triton-inference-server+server' / 'repo')
+PYTHON_BACKEND_REPO = Path(os.environ.get('TRITON_PYTHON_BACKEND_REPO')
+                           or SERVER_REPO.parent.parent / 'triton-inference-server+python_backend' / 'repo')
+QA_PATHS = ('qa/common/shm_util.py', 'qa/common/test_util.py', 'qa/python_models', 'qa/L0_backend_python')
+
+
+def _git(repo:Path, *args) -> bytes:
+    return subprocess.run(['git', f'--git-dir={repo}', *args], capture_output=True, check=True).stdout
+
+
+def missing() -> str | None:
+    "None when the server's QA at TAG can be read, else why not."
+    try: _git(SERVER_REPO, 'rev-parse', '--verify', f'{TAG}^{{commit}}')
+    except (OSError, subprocess.CalledProcessError):
+        return (f"Triton's Python-backend QA not found: $TRITON_SERVER_REPO ({SERVER_REPO}) is not a git directory of "
+                f'triton-inference-server/server with tag {TAG}')
+    return None
+
+
+def _extract(repo:Path, ref:str, paths, dest:Path):
+    data = _git(repo, 'archive', '--format=tar', ref, *paths)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar: tar.extractall(dest, filter='data')
+
+
+def materialise(dest:Path) -> Path:
+    "The QA folders at TAG under `dest`; returns `dest/qa`."
+    _extract(SERVER_REPO, TAG, QA_PATHS, dest)
+    return dest / 'qa'
+
+
+def python_backend_file(path:str) -> bytes:
+    return _git(PYTHON_BACKEND_REPO, 'show', f'{PYTHON_BACKEND_TAG}:{path}')
+
+
+# --------------------------------------------------------------------------------------- test.sh's copies, in Python
+def cp_model(qa:Path, models:Path, name:str):
+    "`mkdir -p models/NAME/1/; cp ../../python_models/NAME/model.py models/NAME/1/; cp .../config.pbtxt models/NAME/`"
+    (models / name / '1').mkdir(parents=True, exist_ok=True)
+    shutil.copy(qa / 'python_models' / name / 'model.py', models / name / '1')
+    if (qa / 'python_models' / name / 'config.pbtxt').exists():
+        shutil.copy(qa / 'python_models' / name / 'config.pbtxt', models / name)
+
+
+def sed(path:Path, pattern:str, repl:str):
+    "`sed -i s/PATTERN/REPL/[g]`: a `^` pattern edits each line's start, others every occurrence."
+    text = path.read_text()
+    path.write_text(re.sub(pattern, repl, text, flags=re.M))
+
+
+def append(path:Path, line:str):
+    "`echo LINE >> PATH`"
+    with open(path, 'a') as f: f.write(line + '\n')
+
+
+def arrange_decoupled(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'decoupled' / 'models'
+    cp_model(qa, models, 'identity_fp32')
+    cp_model(qa, models, 'execute_cancel')
+    append(models / 'execute_cancel' / 'config.pbtxt', 'model_transaction_policy { decoupled: True }')
+    (models / 'square_int32' / '1').mkdir(parents=True, exist_ok=True)
+    (models / 'square_int32' / '1' / 'model.py').write_bytes(python_backend_file('examples/decoupled/square_model.py'))
+    (models / 'square_int32' / 'config.pbtxt').write_bytes(python_backend_file('examples/decoupled/square_config.pbtxt'))
+    cp_model(qa, models, 'dlpack_add_sub')
+    return models
+
+
+def arrange_lifecycle(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'lifecycle' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    for name in ('error_code', 'execute_cancel', 'execute_error', 'execute_grpc_error', 'execute_return_error', 'wrong_model'):
+        cp_model(qa, models, name)
+    for name, delay in (('execute_error', 12000000), ('execute_grpc_error', 1200000)):
+        config = models / name / 'config.pbtxt'
+        sed(config, r'^name:.*', f'name: "{name}"')
+        sed(config, r'^max_batch_size:.*', 'max_batch_size: 8')
+        append(config, f'dynamic_batching {{ preferred_batch_size: [8], max_queue_delay_microseconds: {delay} }}')
+    config = models / 'wrong_model' / 'config.pbtxt'
+    sed(config, r'^name:.*', 'name: "wrong_model"')
+    sed(config, 'TYPE_FP32', 'TYPE_UINT32')
+    return models
+
+
+def arrange_lifecycle_single(name:str, with_config=True):
+    "lifecycle/test.sh's later servers: `rm -rf models/` and one model alone (init_error, fini_error, auto_complete_error)."
+    def arrange(qa:Path) -> Path:
+        models = qa / 'L0_backend_python' / 'lifecycle' / 'models'
+        shutil.rmtree(models, ignore_errors=True)
+        cp_model(qa, models, name)
+        if not with_config: (models / name / 'config.pbtxt').unlink(missing_ok=True)   # test.sh copies model.py only
+        return models
+    arrange.__name__ = f'arrange_{name}'
+    return arrange
+
+
+def arrange_restart(qa:Path) -> Path:
+    return qa / 'L0_backend_python' / 'restart' / 'models'   # committed with the subtest; test.sh copies nothing
+
+
+# --------------------------------------------------------------------------------------- running a client
+CLIENT_ENV = {'TEST_JETSON': '1', 'TEST_WINDOWS': '0', 'TRITONSERVER_IPADDR': 'localhost'}
+
+
+def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600) -> dict:
+    """`python3 -m pytest --junitxml=XML TARGET` in the subtest's folder: {test name: (outcome, message)}, outcome one of
+    passed/failed/error/skipped, plus '__output__' with the client's output."""
+    r = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-p', 'no:randomly', '-o', 'addopts=',
+                        f'--junitxml={xml}', target], cwd=folder, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **CLIENT_ENV, **(env or {})})
+    results = {'__output__': ('', r.stdout[-6000:] + r.stderr[-3000:])}
+    if not xml.exists(): return results
+    for case in ET.parse(xml).getroot().iter('testcase'):
+        outcome, message = 'passed', ''
+        for kind in ('failure', 'error', 'skipped'):
+            if (el := case.find(kind)) is not None:
+                outcome, message = {'failure': 'failed'}.get(kind, kind), (el.get('message') or '') + '\n' + (el.text or '')[-3000:]
+                break
+        results[case.get('name')] = (outcome, message)
+    return results
+
+
+# --------------------------------------------------------------------------------------- the default ports, one at a time
+LOCK = Path(tempfile.gettempdir()) / 'triton-mini-default-ports.lock'
+
+
+@contextlib.contextmanager
+def default_ports():
+    "Hold the machine-wide lock on ports 8000-8002 (xdist workers and other checkouts' runs wait for one another)."
+    with open(LOCK, 'w') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
