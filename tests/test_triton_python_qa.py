@@ -21,6 +21,8 @@ import pytest
 import triton_python_qa as pyqa
 from triton_servers import MiniProcess, PortsTaken, RealTriton, skip_or_fail
 
+pytestmark = pytest.mark.slow   # each subtest starts servers and runs a client for minutes
+
 SERVERS = {'mini': MiniProcess, 'triton': RealTriton}
 VERBOSE = ('--log-verbose=1',)
 
