@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from triton_mini.cli import example_repository, wait_for_http
-from triton_servers import MiniProcess, free_port, http
+from triton_servers import MiniProcess, free_port, http, settled, wait_until
 
 LOG_LINE = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ [\w.]+:\d+\] ')
 
@@ -172,7 +172,7 @@ def test_every_tritonserver_flag_is_accepted():
     ours = {o for a in build_parser()._actions for o in a.option_strings}
     assert [f for f in TRITONSERVER_FLAGS if f not in ours] == []
     args = build_parser().parse_args(['--trace-level=TIMESTAMPS', '--allow-sagemaker=false', '--model-namespacing', '--cache-directory', '/opt'])
-    assert ignored_flags(args) == ['--cache-directory', '--allow-sagemaker', '--model-namespacing']   # tracing and the cache are implemented
+    assert ignored_flags(args) == ['--cache-directory', '--allow-sagemaker'] and args.model_namespacing is True   # tracing and the cache are implemented
 
 
 @pytest.mark.oracle
@@ -425,35 +425,93 @@ ENSEMBLE_OF_M = ('platform: "ensemble"\n' + ONE_IN_OUT + 'ensemble_scheduling { 
                  'input_map { key: "X" value: "X" } output_map { key: "Y" value: "Y" } } ] }\n')
 
 
-@pytest.mark.oracle
-def test_model_namespacing_in_triton_2_51(tmp_path, real_triton, mini_process):
-    """What `--model-namespacing=true` does in Triton 2.51, captured for whoever builds it (triton_mini ignores the flag
-    and names it in its warning; see 02_model_repository's "How real Triton differs"). Repositories A and B both hold
-    `m` (A's adds 1, B's 100) and an ensemble `e` of `m`; A also has `ea`, B `eb`, ensembles of `m`.
-    Both of each pair load, as `<repository path>::<name>`; a request names a model only, so an ambiguous name
-    cannot be served over HTTP or gRPC ("ns::name" is an unknown model); each ensemble finds `m` in its own repository."""
-    repos = tmp_path / 'A', tmp_path / 'B'
+def namespaced_repositories(root) -> tuple:
+    "Repositories A and B both hold `m` (A's adds 1, B's 100) and an ensemble `e` of `m`; A also has `ea`, B `eb`, ensembles of `m`."
+    repos = root / 'A', root / 'B'
     for repo, add in zip(repos, (1, 100)):
         write_model(repo, 'm', 'backend: "python"\n' + ONE_IN_OUT, PLUS % add)
         for e in ('e', 'e' + repo.name.lower()): write_model(repo, e, ENSEMBLE_OF_M)
+    return repos
+
+X_IS_1 = {'inputs': [{'name': 'X', 'datatype': 'FP32', 'shape': [1], 'data': [1]}]}
+
+def answer(s, method, path, body=None) -> tuple:
+    "(status, the gist of the body): its error, an inference's outputs, statistics' (name, version)s, or a name."
+    status, _, text = http(s.http_port, method, path, body)
+    if not text: return status, None
+    j = json.loads(text)
+    if 'error' in j: return status, j['error']
+    if 'model_name' in j: return status, [o['data'] for o in j['outputs']]
+    if 'model_stats' in j: return status, [(m['name'], m['version']) for m in j['model_stats']]   # counts may lag (settled)
+    return status, j if isinstance(j, list) else j.get('name')
+
+def grpc_answers(s, names) -> list:
+    "Readiness, metadata and inference of each of `names` over gRPC: the answer, or the error's code and text."
+    import numpy as np, tritonclient.grpc as grpcclient
+    c = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
+    x = grpcclient.InferInput('X', [1], 'FP32').set_data_from_numpy(np.array([1], np.float32))
+    out = []
+    for n in names:
+        for call in (lambda: c.is_model_ready(n), lambda: c.get_model_metadata(n).name,
+                     lambda: c.infer(n, [x]).as_numpy('Y').tolist(), lambda: len(c.get_inference_statistics(n).model_stats)):
+            try: out.append(call())
+            except Exception as e: out.append((e.status(), e.message()))
+    return out
+
+def namespaced_metrics(s) -> list:
+    "The success counters, sorted (Triton's order is a hash map's)."
+    read = lambda: urllib.request.urlopen(f'http://127.0.0.1:{s.metrics_port}/metrics').read().decode()
+    return sorted(l for l in settled(read).splitlines() if l.startswith('nv_inference_request_success{'))
+
+
+@pytest.mark.oracle
+def test_model_namespacing_as_in_triton(tmp_path, real_triton, mini_process):
+    """`--model-namespacing=true` (02_model_repository's appendix): every model loads as `<repository path>::<name>`; a
+    request names a model only, so a name two repositories hold is ambiguous over HTTP and gRPC (`ns::name` is an
+    unknown model), a unique name serves, each ensemble finds `m` in its own repository, the metrics gain a
+    `namespace` label, and every model's statistics fail naming an identifier. The same requests, the same answers."""
+    repos = namespaced_repositories(tmp_path)
     flags = (f'--model-repository={repos[1]}', '--model-namespacing=true')
-    theirs = real_triton(repos[0], *flags)
-    body = {'inputs': [{'name': 'X', 'datatype': 'FP32', 'shape': [1], 'data': [1]}]}
-    infer = lambda name: http(theirs.http_port, 'POST', f'/v2/models/{name}/infer', body)
-    index = json.loads(http(theirs.http_port, 'POST', '/v2/repository/index')[2])
-    assert sorted(e['name'] for e in index) == ['e', 'e', 'ea', 'eb', 'm', 'm'] and {e['state'] for e in index} == {'READY'}
-    for name in ('m', 'e'):
-        for status, _, text in (infer(name), http(theirs.http_port, 'GET', f'/v2/models/{name}')):
-            assert (status, json.loads(text)['error']) == (400, f"There are 2 identifiers of model '{name}' in global map, "
-                                                                 'model namespace must be provided to resolve ambiguity.')
-    assert [json.loads(infer(e)[2])['outputs'][0]['data'] for e in ('ea', 'eb')] == [[2.0], [101.0]]
-    full = f'{repos[0]}::m'
-    assert f'"loading: {full}:1"' in theirs.output and f"\"successfully loaded '{full}'\"" in theirs.output
-    assert json.loads(infer('A%3A%3Am')[2]) == {'error': "Request for unknown model: 'A%3A%3Am' is not found"}
-    stats = http(theirs.http_port, 'GET', '/v2/models/stats')   # every model's statistics: an error naming an identifier
-    assert stats[0] == 400 and 'Request for unknown model: ' in stats[2] and '::' in stats[2]
-    metrics = urllib.request.urlopen(f'http://127.0.0.1:{theirs.metrics_port}/metrics').read().decode()
-    assert f'nv_inference_request_success{{model="ea",namespace="{repos[0]}",version="1"}} 1' in metrics
-    ours = mini_process(repos[0], *flags, wait=None)
-    assert ours.proc.wait(120) == 1   # the duplicates are UNAVAILABLE, as without the flag: the start fails
-    assert 'ignoring flags triton_mini does not implement: --model-namespacing' in ours.output
+    requests = [('POST', '/v2/repository/index')] + [('POST', f'/v2/models/{n}/infer', X_IS_1) for n in ('m', 'e', 'ea', 'eb', 'ea', 'nosuch', 'A%3A%3Am')]
+    requests += [('GET', f'/v2/models/{n}{what}') for n in ('m', 'ea') for what in ('', '/ready', '/config', '/stats', '/versions/1')]
+    requests += [('GET', '/v2/models/stats'), ('POST', '/v2/repository/models/m/load')]
+    def seen(s):
+        answers = [answer(s, *r) for r in requests]
+        loaded = sorted(l.split('] ', 1)[1] for l in s.lines if 'loading: ' in l or 'successfully loaded' in l)
+        return answers, grpc_answers(s, ['m', 'ea']), namespaced_metrics(s), loaded
+    theirs, ours = seen(real_triton(repos[0], *flags)), seen(mini_process(repos[0], *flags))
+    assert ours == theirs
+    answers, grpc, metrics, loaded = theirs
+    ambiguous = "There are 2 identifiers of model 'm' in global map, model namespace must be provided to resolve ambiguity."
+    assert sorted(e['name'] for e in answers[0][1]) == ['e', 'e', 'ea', 'eb', 'm', 'm'] and {e['state'] for e in answers[0][1]} == {'READY'}
+    assert answers[1:8] == [(400, ambiguous), (400, ambiguous.replace("'m'", "'e'")), (200, [[2.0]]), (200, [[101.0]]), (200, [[2.0]]),
+                            (400, "Request for unknown model: 'nosuch' is not found"), (400, "Request for unknown model: 'A%3A%3Am' is not found")]
+    assert answers[8:10] == [(400, ambiguous), (400, 'Model version not ready')] and answers[11] == (400, "requested model 'm' is not available")
+    assert answers[-2] == (400, f"Request for unknown model: '{repos[0]}::e' is not found")
+    assert grpc[:2] == [False, ('StatusCode.INVALID_ARGUMENT', ambiguous)] and grpc[4:7] == [True, 'ea', [2.0]]
+    assert f'nv_inference_request_success{{model="ea",namespace="{repos[0]}",version="1"}} 3' in metrics
+    assert f'"loading: {repos[0]}::m:1"' in loaded and f"\"successfully loaded '{repos[0]}::m'\"" in loaded
+
+
+@pytest.mark.oracle
+def test_model_namespacing_in_explicit_mode_as_in_triton(tmp_path, real_triton, mini_process):
+    """With namespacing, a load or unload request names every repository's model of that name: loading `ea` loads
+    both `m` first, unloading `m` unloads both and the ensembles of them; an unloaded ensemble's error names its
+    identifier."""
+    repos = namespaced_repositories(tmp_path)
+    flags = (f'--model-repository={repos[1]}', '--model-namespacing=true', '--model-control-mode=explicit')
+    def index(s):
+        still = lambda: not {'LOADING', 'UNLOADING'} & {e.get('state') for e in answer(s, 'POST', '/v2/repository/index')[1]}
+        wait_until(still, 60, 'no model loading or unloading')
+        return answer(s, 'POST', '/v2/repository/index')
+    def seen(s):
+        out = [index(s), answer(s, 'POST', '/v2/repository/models/ea/load'), index(s), answer(s, 'POST', '/v2/models/ea/infer', X_IS_1),
+               answer(s, 'POST', '/v2/repository/models/eb/load'), answer(s, 'POST', '/v2/models/eb/infer', X_IS_1),
+               answer(s, 'POST', '/v2/models/m/infer', X_IS_1)]
+        out += [answer(s, 'POST', '/v2/repository/models/m/unload'), index(s), answer(s, 'POST', '/v2/models/ea/infer', X_IS_1)]
+        return out
+    theirs, ours = seen(real_triton(repos[0], *flags)), seen(mini_process(repos[0], *flags))
+    assert ours == theirs
+    ready = lambda i: sorted(e['name'] for e in theirs[i][1] if e.get('state') == 'READY')
+    assert ready(2) == ['ea', 'm', 'm'] and theirs[3] == (200, [[2.0]]) and theirs[5] == (200, [[101.0]]) and ready(8) == []
+    assert theirs[9] == (404, f"Request for unknown model: '{repos[0]}::ea' has no available versions")

@@ -67,7 +67,7 @@ def stale_versions(server, model, n, **changes) -> list:
 def lookups_return(server, stale):
     "Make the next lookups see the stale versions first (as a request that lost the race would), then the real map."
     real_get, queue = server.repository.get, list(stale)
-    server.repository.get = lambda name, version=-1: queue.pop(0) if queue else real_get(name, version)
+    server.repository.get = lambda name, version=-1, namespace=None: queue.pop(0) if queue else real_get(name, version, namespace)
 
 
 # ------------------------------------------------------------------------------- the race, opened on purpose

@@ -23,14 +23,14 @@ def test_a_request_that_raced_a_reload_goes_to_the_new_version(tmp_path):
         new = server.repository.get('add_sub')
         assert new is not old and old.scheduler._stopping
         real_get, calls = server.repository.get, []
-        def stale_then_real(name, version=-1):                          # the first lookup still sees the old version
+        def stale_then_real(name, version=-1, namespace=None):          # the first lookup still sees the old version
             calls.append(version)
-            return old if len(calls) == 1 else real_get(name, version)
+            return old if len(calls) == 1 else real_get(name, version, namespace)
         server.repository.get = stale_then_real
         x = np.ones((1, 4), np.float32)
         assert server.infer('add_sub', {'INPUT0': x, 'INPUT1': x})['OUTPUT0'].tolist() == [[2, 2, 2, 2]]
         assert calls == [-1, -1]
-        server.repository.get = lambda name, version=-1: old             # a version asked for by number: no retry
+        server.repository.get = lambda name, version=-1, namespace=None: old   # a version asked for by number: no retry
         with pytest.raises(TritonError, match="has no available versions"):
             server.infer('add_sub', {'INPUT0': x, 'INPUT1': x}, model_version=1)
     finally: server.stop()

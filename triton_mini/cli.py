@@ -152,14 +152,14 @@ def _trace_args(p:argparse.ArgumentParser):
 
 # %% ../nbs/10_cli.ipynb #981fd5d2
 # tritonserver 2.51's options that mean nothing here (GPUs, pinned memory, SageMaker/Vertex AI front ends,
-# cache libraries, namespacing: see 02_model_repository's appendix): accepted, and named in one warning line.
+# cache libraries): accepted, and named in one warning line.
 IGNORED_FLAGS = ('--backend-config', '--pinned-memory-pool-byte-size', '--cuda-memory-pool-byte-size',
                  '--cache-directory',
                  '--buffer-manager-thread-count', '--host-policy',
                  '--allow-sagemaker', '--sagemaker-port', '--sagemaker-safe-port-range', '--sagemaker-thread-count',
                  '--allow-vertex-ai', '--vertex-ai-port', '--vertex-ai-thread-count', '--vertex-ai-default-model',
                  '--cuda-virtual-address-size', '--enable-peer-access', '--min-supported-compute-capability',
-                 '--model-load-gpu-limit', '--model-load-retry-count', '--model-namespacing',
+                 '--model-load-gpu-limit', '--model-load-retry-count',
                  '--reuse-http-port')
 
 def ignored_flags(args) -> list:
@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument('--model-load-thread-count', type=_positive, default=4, metavar='N', help='how many models load at once')
     r.add_argument('--repoagent-directory', default=REPOAGENT_DIRECTORY, metavar='DIR',
                    help="where repository agents' libraries are; triton_mini has none, so a model naming one fails to load, as in Triton's wheel")
+    _bool(r, '--model-namespacing', False, "key models by (repository, name), so two repositories may hold a name "
+          "(a request for that name is ambiguous; each repository's ensembles use their own: 02_model_repository's appendix)")
     r.add_argument('--backend-directory', default='', metavar='DIR',
                    help="where Python-based backends live: DIR/<backend>/model.py serves every model with backend: \"<backend>\"")
     s = p.add_argument_group('server')
@@ -337,7 +339,7 @@ def start_server(args) -> tuple:
                           model_config_name=args.model_config_name, rate_limit=getattr(args, 'rate_limit_mode', 'off'),
                           rate_limit_resources=getattr(args, 'rate_limit_resources', []),
                           model_load_thread_count=args.model_load_thread_count,
-                          repoagent_directory=args.repoagent_directory)
+                          repoagent_directory=args.repoagent_directory, model_namespacing=args.model_namespacing)
     if getattr(args, 'trace_setting', None) is not None: server.configure_tracing(args.trace_setting)   # check_trace_args made it
     failures = server.start(poll_interval_s=args.repository_poll_secs)
     log.info('\n' + model_table(server.repository_index()))

@@ -79,6 +79,12 @@ class MetricsCollector:
         ready = self.server.repository._ready
         return [(n, v, m.stats) for n in sorted(ready) for v, m in sorted(ready[n].items())]
 
+    def labels(self, model:str, version:int) -> dict:
+        "A version's labels: its model and version, and with --model-namespacing its namespace, the repository (02)."
+        e = self.server.repository.models.get(model)
+        if e is None or not e.namespace: return {'model': model, 'version': str(version)}
+        return {'model': e.model_name, 'namespace': e.namespace, 'version': str(version)}
+
     def __repr__(self): return f'MetricsCollector({self.server!r})'
 
 # %% ../nbs/09_metrics.ipynb #d1d68db7
@@ -90,15 +96,15 @@ def _request_lines(self:MetricsCollector) -> list:
     for name, kind, help, read in REQUEST_FAMILIES:
         if name.endswith('_duration_us') and not counters: continue   # counter_latencies=false
         if read is None:
-            samples = [('', {'model': m, 'version': str(v), 'reason': r}, s.failures[r]) for m, v, s in vs for r in FAILURE_REASONS]
-        else: samples = [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs]
+            samples = [('', {**self.labels(m, v), 'reason': r}, s.failures[r]) for m, v, s in vs for r in FAILURE_REASONS]
+        else: samples = [('', self.labels(m, v), read(s)) for m, v, s in vs]
         lines += family(name, kind, help, samples)
     return lines
 
 @patch
 def _pending_lines(self:MetricsCollector) -> list:
     name, kind, help = PENDING
-    return family(name, kind, help, [('', {'model': m, 'version': str(v)}, s.pending) for m, v, s in self.versions()])
+    return family(name, kind, help, [('', self.labels(m, v), s.pending) for m, v, s in self.versions()])
 
 # %% ../nbs/09_metrics.ipynb #fcd0b66d
 FAMILY_KINDS = ('counter', 'gauge', 'histogram')   # a family's `kind`: Triton's TRITONSERVER_MetricKind, 0 1 2
@@ -124,17 +130,17 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 def _seed_lines(self:MetricsCollector) -> list:
     vs = self.versions()
     lines = family('triton_mini_inference_count', 'counter', 'Total inference requests handled (triton_mini)',
-                   [('', {'model': m, 'version': str(v)}, s.success.count + s.fail.count) for m, v, s in vs])
+                   [('', self.labels(m, v), s.success.count + s.fail.count) for m, v, s in vs])
     lat = []
     for m, v, s in vs:
-        lat += histogram_samples({'model': m, 'version': str(v)}, LATENCY_BUCKETS_US, s.latency_buckets,
+        lat += histogram_samples(self.labels(m, v), LATENCY_BUCKETS_US, s.latency_buckets,
                                  s.success.count + s.fail.count, round(s.latency_sum_us, 3))
     lines += family('triton_mini_inference_latency_microseconds', 'histogram', 'Request latency in microseconds (triton_mini)', lat)
     bs = []
     for m, v, s in vs:
         sizes = {b: d[1].count for b, d in s.batch_stats.items()}   # executions per batch size
         counts = [sum(c for b, c in sizes.items() if (BATCH_BUCKETS[i - 1] if i else 0) < b <= bound) for i, bound in enumerate(BATCH_BUCKETS)]
-        bs += histogram_samples({'model': m, 'version': str(v)}, BATCH_BUCKETS, counts, sum(sizes.values()), sum(b * c for b, c in sizes.items()))
+        bs += histogram_samples(self.labels(m, v), BATCH_BUCKETS, counts, sum(sizes.values()), sum(b * c for b, c in sizes.items()))
     return lines + family('triton_mini_batch_size', 'histogram', 'Batch size of each model execution (triton_mini)', bs)
 
 # %% ../nbs/09_metrics.ipynb #ecd6bd02
@@ -160,7 +166,7 @@ def _cache_model_lines(self:MetricsCollector) -> list:
     vs = [(m, v, s) for m, v, s in self.versions() if (rc := ready[m][v].config.response_cache) is not None and rc.enable]
     if not vs or (self.config is not None and not self.config.counter_latencies): return []   # none, or counter_latencies=false
     for name, help, read in CACHE_MODEL_FAMILIES:
-        lines += family(name, 'counter', help, [('', {'model': m, 'version': str(v)}, read(s)) for m, v, s in vs])
+        lines += family(name, 'counter', help, [('', self.labels(m, v), read(s)) for m, v, s in vs])
     return lines
 
 @patch
@@ -185,7 +191,7 @@ def _cpu_lines(self:MetricsCollector) -> list:
 def _summary_lines(self:MetricsCollector) -> list:
     "The latency summaries of `--metrics-config summary_latencies=true` (appendix); none by default, as in Triton."
     if self.config is None or not self.config.summary_latencies: return []
-    return summary_lines(self.versions())
+    return summary_lines(self.versions(), self.labels)
 
 @patch
 def render(self:MetricsCollector) -> str:
@@ -359,11 +365,11 @@ def summary_samples(labels:dict, summary:Summary) -> list:
     return [('_count', labels, count), ('_sum', labels, total)] + [
         ('', {**labels, 'quantile': _value(float(q))}, 'Nan' if math.isnan(v) else v) for q, v in values]
 
-def summary_lines(versions:list) -> list:
+def summary_lines(versions:list, labels=None) -> list:
     "The summary families of `versions` ((model, version, statistics)); a family without series is left out."
-    lines = []
+    lines, labels = [], labels or (lambda m, v: {'model': m, 'version': str(v)})   # labels: the collector's (namespaces)
     for name, help, key in SUMMARY_FAMILIES:
-        samples = [x for m, v, s in versions if key in s.summaries for x in summary_samples({'model': m, 'version': str(v)}, s.summaries[key])]
+        samples = [x for m, v, s in versions if key in s.summaries for x in summary_samples(labels(m, v), s.summaries[key])]
         if samples: lines += family(name, 'summary', help, samples)
     return lines
 

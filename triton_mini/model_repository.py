@@ -19,10 +19,11 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'READY', 'LOADING', 'UNLOADING', 'UNAVAILABLE', 'REPOAGENT_DIRECTORY', 'DUPLICATE_REASON', 'OVERRIDE_PREFIX',
-           'check_model_name', 'scan_repositories', 'find_models', 'version_dirs', 'select_versions', 'config_file',
-           'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry', 'ModelRepository',
-           'model_fingerprint', 'VersionsUnavailable', 'dependencies', 'newest_mtime', 'check_repository_agents',
-           'model_path', 'config_paths', 'check_config_paths', 'op_library_path', 'remove_tree']
+           'check_model_name', 'model_id', 'scan_repositories', 'find_models', 'version_dirs', 'select_versions',
+           'config_file', 'read_model_config', 'reason_text', 'ModelLoadError', 'VersionState', 'ModelEntry',
+           'ModelRepository', 'model_fingerprint', 'VersionsUnavailable', 'dependencies', 'newest_mtime',
+           'check_repository_agents', 'model_path', 'config_paths', 'check_config_paths', 'op_library_path',
+           'remove_tree']
 
 # %% ../nbs/02_model_repository.ipynb #6769e601
 _SPACE = ' \t\n\v\f\r'   # what C's isspace (and so Triton's boost::trim) strips
@@ -41,15 +42,20 @@ def _safe_dir_name(name:str) -> bool:
     except TritonError as e: log.error(f"failed to poll model directory '{name}': {e.message}"); return False
 
 # %% ../nbs/02_model_repository.ipynb #e5f0335e
-def scan_repositories(paths:list) -> tuple:
-    "({model name: directory} for the names unique across the repositories `paths`, {names found in two or more})."
+def model_id(namespace:str, name:str) -> str:
+    "A model's key: Triton's identifier `<repository path>::<name>` with --model-namespacing (appendix), else the name."
+    return f'{namespace}::{name}' if namespace else name
+
+def scan_repositories(paths:list, namespacing:bool=False) -> tuple:
+    "({model key: directory} for the names unique across the repositories `paths`, {names found in two or more})."
     found, duplicates = {}, set()
     for repo in map(Path, paths):
         if not repo.is_dir(): raise TritonError(f"failed to stat file {repo}", 'INTERNAL')
         for d in sorted(repo.iterdir()):
             if not d.is_dir() or d.name.startswith('.') or not _safe_dir_name(d.name): continue
-            if d.name in found: duplicates.add(d.name)
-            else: found[d.name] = d
+            key = model_id(str(repo) if namespacing else '', d.name)
+            if key in found: duplicates.add(key)
+            else: found[key] = d
     return {n: d for n, d in found.items() if n not in duplicates}, duplicates
 
 def find_models(paths:list) -> dict:
@@ -139,6 +145,12 @@ class ModelEntry:
     unlisted: bool = False                         # left out of the index (see below), yet known to requests
     explicit: bool = False                         # loaded by name (not only as an ensemble's composing model)
     versionless: bool = False                      # its version policy matched no folder: the server is not ready
+    namespace: str = ''                            # its repository's path with --model-namespacing (appendix), else ''
+
+    @property
+    def model_name(self) -> str:
+        "The name requests and the index use (`name` is the key: with a namespace, `<namespace>::<name>`)."
+        return self.name[len(self.namespace) + 2:] if self.namespace else self.name
 
 # %% ../nbs/02_model_repository.ipynb #1dffdcf6
 REPOAGENT_DIRECTORY = '/opt/tritonserver/repoagents'   # tritonserver's default --repoagent-directory
@@ -148,14 +160,15 @@ class ModelRepository:
     def __init__(self, paths, *, loader=None, control_mode:str='none', strict_model_config:bool=False, startup_models=(),
                  model_config_name:str='',    # --model-config-name: read configs/<name>.pbtxt where a model has one
                  load_threads:int=1,          # --model-load-thread-count: models loading at once (the server passes Triton's 4)
-                 repoagent_directory:str=REPOAGENT_DIRECTORY):   # --repoagent-directory: where repository agents would be (appendix)
+                 repoagent_directory:str=REPOAGENT_DIRECTORY,   # --repoagent-directory: where repository agents would be (appendix)
+                 namespacing:bool=False):     # --model-namespacing: key models by (repository, name) (appendix)
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         if control_mode not in ('none', 'poll', 'explicit'): raise ValueError(f'unknown model control mode {control_mode!r}')
         self.loader, self.control_mode, self.strict = loader, control_mode, strict_model_config
         self.startup_models, self.config_name, self.load_threads = list(startup_models), model_config_name, max(int(load_threads), 1)
-        self.repoagent_directory = str(repoagent_directory)
-        self.models: dict = {}          # name -> ModelEntry
-        self._ready: dict = {}          # name -> {version: handle}, replaced on every change
+        self.repoagent_directory, self.namespacing = str(repoagent_directory), namespacing
+        self.models: dict = {}          # key (the name; with namespacing `<repository>::<name>`) -> ModelEntry
+        self._ready: dict = {}          # key -> {version: handle}, replaced on every change
         self._lock = threading.RLock()
         self._unloading: list = []      # threads finishing unloads (changed under _unloading_lock: loads run in parallel)
         self._unloading_lock = threading.Lock()
@@ -235,7 +248,7 @@ def _load_entry(self:ModelRepository, entry:ModelEntry):
         if not entry.versions: entry.unlisted = entry.versionless = True   # as Triton: a model with no version at all, gone from the index
         raise TritonError(f"load failed for model '{entry.name}': {e.message}\n", 'INVALID_ARG') from None
     entry.versionless = False
-    entry.unlisted = not any((p / entry.name).is_dir() for p in self.paths)   # the index lists the repository's folders
+    entry.unlisted = not any((p / entry.model_name).is_dir() for p in self.paths)   # the index lists the repository's folders
     unchanged = fingerprint == entry.fingerprint and entry.config is not None and cfg.to_json() == entry.config.to_json()
     before, new = dict(entry.versions), {}
     for v in wanted:
@@ -315,12 +328,18 @@ def dependencies(config:ModelConfig|None) -> set:
     return {s.model_name for s in config.ensemble_scheduling.step}
 
 @patch
+def _uses(self:ModelRepository, key:str, config:ModelConfig|None) -> set:
+    "The keys of the models the ensemble `key` calls: its steps' names in its own namespace (appendix)."
+    entry = self.models.get(key)
+    return {model_id(entry.namespace if entry is not None else '', d) for d in dependencies(config)}
+
+@patch
 def _load_order(self:ModelRepository, names) -> list:
     "Composing models before the ensembles that use them (a topological order; cycles fail in `_load_entry`)."
     order, seen = [], set()
     def visit(n, path=()):
         if n in seen or n in path or n not in self.models: return
-        for d in sorted(dependencies(self._peek_config(n))): visit(d, path + (n,))
+        for d in sorted(self._uses(n, self._peek_config(n))): visit(d, path + (n,))
         seen.add(n); order.append(n)
     for n in sorted(names): visit(n)
     return order
@@ -340,10 +359,18 @@ def _peek_config(self:ModelRepository, name) -> ModelConfig | None:
 @patch
 def _scan(self:ModelRepository):
     "Register model directories that appeared; returns the current {name: dir}."
-    found, self.duplicates = scan_repositories(self.paths)
-    for name, d in found.items():
-        if name not in self.models: self.models[name] = ModelEntry(name, d); self._gone.discard(name)
+    found, self.duplicates = scan_repositories(self.paths, self.namespacing)
+    for key, d in found.items():
+        if key not in self.models:
+            self.models[key] = ModelEntry(key, d, namespace=str(d.parent) if self.namespacing else '')
+            self._gone.discard(key)
     return found
+
+@patch
+def _keys_named(self:ModelRepository, name:str) -> list:
+    "The keys of the models a load or unload request names: with namespacing, every repository's `name` (Triton)."
+    if not self.namespacing: return [name]
+    return sorted(k for k, e in list(self.models.items()) if e.model_name == name and e.namespace) or [name]
 
 DUPLICATE_REASON = 'model appears in two or more repositories'   # the index's reason for a name in two repositories (appendix)
 
@@ -365,7 +392,7 @@ def _load_each(self:ModelRepository, order:list) -> dict:
         for n in order: one(n)
         return errors
     # a model starts once the models it depends on that come earlier in the order are done (a cycle fails, not hangs)
-    needs = {n: dependencies(self._peek_config(n)) & set(order[:i]) for i, n in enumerate(order)}
+    needs = {n: self._uses(n, self._peek_config(n)) & set(order[:i]) for i, n in enumerate(order)}
     done, running = set(), {}
     with ThreadPoolExecutor(min(self.load_threads, len(order)), thread_name_prefix='model-load') as pool:
         while needs or running:
@@ -384,9 +411,10 @@ def load(self:ModelRepository, names=None) -> dict:
             if self.control_mode != 'explicit': names += sorted(self.duplicates)   # polled, and refused (appendix)
         errors = {}
         for n in names:                       # --load-model names go through the same check as load requests
+            if n in found: continue           # a folder's key (with namespacing, `<repository>::<name>`)
             try: check_model_name(n)
             except TritonError as e: errors[n] = e.message; log.error(f"failed to load '{n}': {e.message}")
-        names = [n for n in names if n not in errors]
+        names = [k for n in names if n not in errors for k in ([n] if n in found else self._keys_named(n))]
         for n in names:
             if n in self.models: self.models[n].explicit = True
         errors.update(self._load_each(self._load_order([n for n in names if n in self.models])))
@@ -398,12 +426,14 @@ def load(self:ModelRepository, names=None) -> dict:
 @patch
 def index(self:ModelRepository, ready:bool=False) -> list:
     "Triton's repository index: one entry per model version, sorted by name then version."
-    out = []
-    for name in sorted(set(self.models) | self.duplicates):
-        if name in self.duplicates:
-            if not ready: out.append({'name': name, 'state': UNAVAILABLE, 'reason': DUPLICATE_REASON})
+    out, models = [], dict(self.models)
+    order = lambda k: (models[k].namespace, models[k].model_name) if k in models else ('', k)   # namespaced: by repository
+    for key in sorted(set(models) | self.duplicates, key=order):
+        if key in self.duplicates:
+            if not ready: out.append({'name': key, 'state': UNAVAILABLE, 'reason': DUPLICATE_REASON})
             continue
-        e = self.models[name]
+        e = models[key]
+        name = e.model_name
         if e.unlisted: continue
         if not e.versions and not ready: out.append({'name': name}); continue
         for v in sorted(e.versions):
@@ -416,18 +446,30 @@ def index(self:ModelRepository, ready:bool=False) -> list:
 
 # %% ../nbs/02_model_repository.ipynb #d6390546
 @patch
-def get(self:ModelRepository, name:str, version:int=-1):
-    "The handle serving `name` at `version` (-1: the highest READY one), or Triton's error."
-    versions = self._ready.get(name)
+def get(self:ModelRepository, name:str, version:int=-1, namespace:str|None=None):
+    "The handle serving `name` at `version` (-1: the highest READY one), or Triton's error; `namespace`: see the appendix."
+    key = self.identify(name, namespace)
+    versions = self._ready.get(key)
     if versions is not None:
         if version is None or version < 0: return versions[max(versions)]
         if version in versions: return versions[version]
-    raise self._not_serving(name, version)
+    raise self._not_serving(key, version)
 
 @patch
-def ready_versions(self:ModelRepository, name:str) -> list:
+def identify(self:ModelRepository, name:str, namespace:str|None=None) -> str:
+    "The key of the model a request names: the name, or with namespacing the one model of that name (appendix)."
+    if not self.namespacing: return name
+    if namespace is not None: return model_id(namespace, name)   # an ensemble's step, in the ensemble's repository
+    keys = [k for k, e in list(self.models.items()) if e.model_name == name and e.namespace]
+    if not keys: raise TritonError(f"Request for unknown model: '{name}' is not found", 'INVALID_ARG')
+    if len(keys) > 1: raise TritonError(f"There are {len(keys)} identifiers of model '{name}' in global map, model namespace "
+                                        'must be provided to resolve ambiguity.', 'INVALID_ARG')
+    return keys[0]
+
+@patch
+def ready_versions(self:ModelRepository, name:str, namespace:str|None=None) -> list:
     "The READY versions of a model, ascending."
-    return sorted(self._ready.get(name, {}))
+    return sorted(self._ready.get(self.identify(name, namespace), {}))
 
 # %% ../nbs/02_model_repository.ipynb #6dd281ef
 @patch
@@ -441,7 +483,9 @@ def load_model(self:ModelRepository, name:str, config:str|None=None, files:dict|
     self._check_explicit()
     check_model_name(name)                   # before anything touches the disk
     with self._lock:
-        try: self._load_named(name, config, files)
+        try:
+            self._scan()
+            for key in ([name] if files else self._keys_named(name)): self._load_named(key, config, files)
         finally:
             if self._override_roots: self._sweep_overrides()
 
@@ -462,7 +506,8 @@ def _load_named(self:ModelRepository, name:str, config, files):
         entry.model_dir, entry.override, entry.override_at, entry.fingerprint = known   # Triton keeps what it had
         raise failure from None
     entry.explicit = True
-    for dep in self._load_order(dependencies(self._peek_config(name)) - {name}):
+    named = {k for d in dependencies(self._peek_config(name)) for k in self._keys_named(d)}   # namespaced: in every repository (Triton)
+    for dep in self._load_order(named - {name}):
         d = self.models[dep]                 # composing models are polled again, as a load without a config would
         if dep in found and d.model_dir != found[dep]: d.model_dir, d.fingerprint = found[dep], ()
         elif dep not in found and not (d.model_dir and d.model_dir.is_dir()): continue   # files long gone: not available
@@ -478,7 +523,7 @@ def _load_named(self:ModelRepository, name:str, config, files):
 def _reload_dependents(self:ModelRepository, name:str):
     "Ensembles unloaded because `name` went away come back with it (Triton's dependency graph); failures are logged only."
     for e in list(self.models.values()):
-        if e.name == name or not e.explicit or name not in dependencies(e.config): continue
+        if e.name == name or not e.explicit or name not in self._uses(e.name, e.config): continue
         if not e.versions or any(st.state == READY for st in e.versions.values()): continue
         try: self._load_entry(e)
         except TritonError as err: log.error(err.message.rstrip()); continue
@@ -507,10 +552,11 @@ def unload_model(self:ModelRepository, name:str, unload_dependents:bool=False, w
     "Unload every version of `name` and the ensembles that use it; with `unload_dependents`, also its composing models."
     self._check_explicit()
     with self._lock:
-        config = self.models[name].config if name in self.models else None
-        self._unload(name, unload_dependents, wait)
-        if name in self.models: _forget(self.models[name])
-        if unload_dependents: self._unload_composing(config, wait)
+        for key in self._keys_named(name):
+            config = self.models[key].config if key in self.models else None
+            self._unload(key, unload_dependents, wait)
+            if key in self.models: _forget(self.models[key])
+            if unload_dependents: self._unload_composing(key, config, wait)
         if self._override_roots: self._sweep_overrides()
 
 @patch
@@ -521,7 +567,7 @@ def _unload(self:ModelRepository, name, unload_dependents=False, wait=False, dro
     for v, st in list(e.versions.items()):
         if st.state == READY: self._retire(e, v, st, wait=wait)
     for other in self.models.values():
-        if other.name != name and name in dependencies(other.config) and any(s.state == READY for s in other.versions.values()):
+        if other.name != name and name in self._uses(other.name, other.config) and any(s.state == READY for s in other.versions.values()):
             self._unload(other.name, unload_dependents, wait)
     if drop:
         if e.versions: self._gone.add(name)
@@ -550,16 +596,16 @@ def check_repository_agents(cfg:ModelConfig, directory:str):
 
 # %% ../nbs/02_model_repository.ipynb #f202e14f
 @patch
-def _unload_composing(self:ModelRepository, config, wait:bool=False):
+def _unload_composing(self:ModelRepository, key:str, config, wait:bool=False):
     "Unload an unloaded ensemble's composing models that nobody loaded by name and no other ensemble uses."
-    for dep in dependencies(config):
+    for dep in self._uses(key, config):
         e = self.models.get(dep)
         if e is None or e.explicit or not any(st.state == READY for st in e.versions.values()): continue
-        users = [o for o in self.models.values() if dep in dependencies(o.config) and any(st.state == READY for st in o.versions.values())]
+        users = [o for o in self.models.values() if dep in self._uses(o.name, o.config) and any(st.state == READY for st in o.versions.values())]
         if users: continue
         self._unload(dep, False, wait)
         _forget(e)
-        self._unload_composing(e.config, wait)
+        self._unload_composing(dep, e.config, wait)
 
 # %% ../nbs/02_model_repository.ipynb #f15cc808
 @patch
@@ -568,7 +614,7 @@ def _circular_dependency(self:ModelRepository, name:str) -> str | None:
     seen = set()
     def visit(n):
         seen.add(n)
-        for d in sorted(dependencies(self._peek_config(n))):
+        for d in sorted(self._uses(n, self._peek_config(n))):
             if d == name: return n
             if d in self.models and d not in seen and (last := visit(d)): return last
     last = visit(name)

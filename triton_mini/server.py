@@ -205,7 +205,8 @@ class TritonServer:
                  rate_limit:str='off',                   # --rate-limit: 'execution_count' gates executions by resources (05d)
                  rate_limit_resources=(),                # --rate-limit-resource values: (name, count, device), device -1 = every one
                  model_load_thread_count:int=4,          # --model-load-thread-count: models loading at once (02), Triton's default
-                 repoagent_directory:str=REPOAGENT_DIRECTORY):   # --repoagent-directory: named when a model's repository agent is missing (02)
+                 repoagent_directory:str=REPOAGENT_DIRECTORY,   # --repoagent-directory: named when a model's repository agent is missing (02)
+                 model_namespacing:bool=False):          # --model-namespacing: models keyed by (repository, name) (02's appendix)
         self.id, self.version, self.strict_readiness = server_id, triton_mini.__version__, strict_readiness
         self.python_backend_mode = resolve_python_backend_mode(python_backend_mode)   # None: $TRITON_MINI_PYTHON_BACKEND_MODE, else 'thread'
         self.metric_families = []          # custom metrics registered by models (pb_utils.MetricFamily)
@@ -215,7 +216,7 @@ class TritonServer:
         else: self.repository = ModelRepository(model_repository, control_mode=model_control_mode,
                                                 strict_model_config=strict_model_config, startup_models=load_models,
                                                 model_config_name=model_config_name, load_threads=model_load_thread_count,
-                                                repoagent_directory=repoagent_directory)
+                                                repoagent_directory=repoagent_directory, namespacing=model_namespacing)
         self.repository.loader = self
         self._started, self._poller = False, None
         self._backend_lock = threading.Lock()   # models load in parallel: a Python-based backend is registered once
@@ -294,7 +295,9 @@ def _build_version(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Pa
     check_config_paths(cfg, model_dir, version)       # every file the config names stays inside the model folder
     labels = read_labels(cfg, model_dir) if any(o.label_filename for o in cfg.output) else {}   # classification labels (appendix)
     if cfg.platform == 'ensemble':
-        try: sched = EnsembleScheduler(cfg, self.submit, self._lookup_config, stats)
+        ns = str(Path(model_dir).parent) if self.repository.namespacing else None   # steps resolve in its own repository (02)
+        try: sched = EnsembleScheduler(cfg, functools.partial(self.submit, namespace=ns),
+                                       functools.partial(self._lookup_config, namespace=ns), stats)
         except TritonError as e: raise ModelLoadError(e.message, e.code) from None
         return LoadedModel(cfg, version, Path(model_dir), 'ensemble', sched, stats, labels=labels)
     backend_name, _ = self._backend_for(cfg, model_dir)
@@ -315,9 +318,9 @@ def _build_version(self:TritonServer, cfg:ModelConfig, version:int, model_dir:Pa
     return m
 
 @patch
-def _lookup_config(self:TritonServer, name:str, version:int=-1) -> ModelConfig | None:
+def _lookup_config(self:TritonServer, name:str, version:int=-1, namespace:str|None=None) -> ModelConfig | None:
     "The config of a READY model version (None if there is none): what ensembles check against."
-    try: return self.repository.get(name, version).config
+    try: return self.repository.get(name, version, namespace).config
     except TritonError: return None
 
 # %% ../nbs/07_server.ipynb #ae32ad9c
@@ -338,11 +341,11 @@ TritonServer._traces = None   # tracing's TraceManager (07b_trace, see Tracing b
 _RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
 
 @patch
-def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
+def submit(self:TritonServer, req:InferenceRequest, namespace:str|None=None) -> LoadedModel:
     "Validate `req` and queue it on the version that serves it; responses go to `req.response_callback`."
     check_correlation_id(req)
     asked, inputs = req.model_version, req.inputs
-    m = self.repository.get(req.model_name, asked)
+    m = self.repository.get(req.model_name, asked, namespace)
     for _ in range(_RESUBMITS):
         check_request(m, req)
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
@@ -352,7 +355,7 @@ def submit(self:TritonServer, req:InferenceRequest) -> LoadedModel:
             m.scheduler.enqueue(req)
             return m
         except SchedulerStopped:
-            new = self.repository.get(req.model_name, asked)   # Triton's error if nothing serves any more
+            new = self.repository.get(req.model_name, asked, namespace)   # Triton's error if nothing serves any more
             if new is m: raise
             m, req.inputs = new, inputs                        # validated again, against the version serving now
     raise TritonError(f"Request for unknown model: '{req.model_name}' has no available versions", 'NOT_FOUND')
@@ -490,9 +493,19 @@ def _version_stats(name:str, m:LoadedModel) -> dict:
                 'memory_usage': []}
 
 @patch
+def _unique_names(self:TritonServer, every:bool) -> dict:
+    """With --model-namespacing: {name: versions} of the READY models whose name no other repository has. Every
+    model's statistics fail, as in Triton 2.51, which looks the first identifier up as a name."""
+    ready, entries = self.repository._ready, dict(self.repository.models)
+    keys = sorted(ready, key=lambda k: (entries[k].namespace, entries[k].model_name) if k in entries else ('', k))
+    if every and keys: raise TritonError(f"Request for unknown model: '{keys[0]}' is not found", 'INVALID_ARG')
+    names = [entries[k].model_name if k in entries else k for k in keys]
+    return {n: ready[k] for n, k in zip(names, keys) if names.count(n) == 1}
+
+@patch
 def statistics(self:TritonServer, name:str|None=None, version:int=-1) -> dict:
     "Triton's `/v2/models[/NAME[/versions/V]]/stats` body."
-    ready = self.repository._ready
+    ready = self.repository._ready if not self.repository.namespacing else self._unique_names(name is None)   # 02's appendix
     if name is None: return {'model_stats': [_version_stats(n, m) for n in sorted(ready) for _, m in sorted(ready[n].items())]}
     if name not in ready: raise TritonError(f"requested model '{name}' is not available")
     if version is None or version < 0: return {'model_stats': [_version_stats(name, m) for _, m in sorted(ready[name].items())]}

@@ -214,7 +214,8 @@ def _core_server(o:Options) -> TritonServer:
                         rate_limit='execution_count' if o.rate_limiter_mode == RateLimitMode.EXEC_COUNT else 'off',
                         rate_limit_resources=[(r.name, r.count, r.device) for r in o.rate_limiter_resources],
                         model_load_thread_count=o.model_load_thread_count,
-                        repoagent_directory=o.repo_agent_directory)   # named when a model's repository agent is missing (02)
+                        repoagent_directory=o.repo_agent_directory,   # named when a model's repository agent is missing (02)
+                        model_namespacing=o.model_namespacing)        # models keyed by (repository, name) (02's appendix)
 
 # %% ../nbs/08c_tritonserver.ipynb #7c6de4fa
 _PARAMETER_TYPES = (str, int, float, bool)
@@ -556,6 +557,6 @@ class ModelLoadDeviceLimit:
 
 IGNORED_OPTIONS = ('pinned_memory_pool_size', 'cuda_memory_pool_sizes',
                    'cache_directory', 'min_supported_compute_capability', 'buffer_manager_thread_count',
-                   'model_load_retry_count', 'model_namespacing', 'enable_peer_access',
+                   'model_load_retry_count', 'enable_peer_access',
                    'log_file', 'log_format', 'gpu_metrics', 'cpu_metrics', 'metrics_interval',
                    'model_load_device_limits', 'backend_configuration', 'host_policies')
