@@ -325,12 +325,12 @@ def _bls_response(core) -> InferenceResponse:
 # %% ../nbs/04_pb_utils.ipynb #bbb64c6d
 class _ResponseIterator:
     "The responses of one BLS request, yielded as they arrive (Triton's ResponseIterator)."
-    def __init__(self, on_final=None): self._queue, self._finished, self.on_final = queue.SimpleQueue(), False, on_final
+    def __init__(self): self._queue, self._finished, self.arrived = queue.SimpleQueue(), False, threading.Event()
 
     def __call__(self, req, resp, final):
         "The core request's callback (called on the callee's thread)."
         self._queue.put((resp, final))
-        if final and self.on_final is not None: self.on_final()
+        self.arrived.set()
 
     def __iter__(self): return self
 
@@ -345,11 +345,11 @@ class _ResponseIterator:
 
 # %% ../nbs/04_pb_utils.ipynb #1a10ca34
 @patch
-def _start(self:InferenceRequest, decoupled:bool, on_final=None) -> _ResponseIterator:
+def _start(self:InferenceRequest, decoupled:bool) -> _ResponseIterator:
     "Submit this request to the server; whatever happens ends up in the returned iterator."
     if (ctx := current_context()) is not None and ctx.phase != 'execute':   # Triton's stub: not in initialize nor finalize
         raise TritonModelException("BLS is only supported during the 'execute' function.")
-    server, it = _server('BLS'), _ResponseIterator(on_final)
+    server, it = _server('BLS'), _ResponseIterator()
     try:
         if not decoupled and _is_decoupled(server, self._model_name, self._model_version):
             raise CoreError(f"Model {self._model_name} is using the decoupled. The current BLS request call doesn't support models "
@@ -365,20 +365,19 @@ def _is_decoupled(server, name:str, version:int) -> bool:
 
 @patch
 def exec(self:InferenceRequest, decoupled:bool=False):
-    "Run this request on the server: its response (blocking), or with `decoupled=True` an iterator of responses."
+    """Run this request on the server: its response, or with `decoupled=True` an iterator of responses. Blocks until
+    the (first) response arrives, as Triton's stub does."""
     it = self._start(decoupled)
-    return it if decoupled else next(it)
+    if not decoupled: return next(it)
+    it.arrived.wait()
+    return it
 
 # %% ../nbs/04_pb_utils.ipynb #b4687b5f
 @patch
 async def async_exec(self:InferenceRequest, decoupled:bool=False):
-    "Awaitable `exec`: lets an `async def execute` run several BLS requests concurrently."
-    if decoupled: return self._start(True)
+    "Awaitable `exec`: the call waits in a thread of the loop's default executor (as in Triton), the loop stays free."
     loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    it = self._start(False, on_final=lambda: loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None)))
-    await done
-    return next(it)
+    return await loop.run_in_executor(None, contextvars.copy_context().run, self.exec, decoupled)   # the model context too
 
 # %% ../nbs/04_pb_utils.ipynb #e9ed35c1
 _model_logger = logging.getLogger('triton_mini.model')

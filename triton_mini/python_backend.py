@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_python_backend.ipynb #4a1ae6b5
 from __future__ import annotations
-import asyncio, collections, contextlib, dataclasses, importlib.util, inspect, itertools, logging, sys, threading, time, traceback
+import asyncio, collections, concurrent.futures, contextlib, dataclasses, importlib.util, inspect, itertools, logging, sys, threading, time, traceback
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -172,9 +172,12 @@ def _run_execute(self:PythonModelInstance, pb_requests:list):
 
 @patch
 def _async_loop(self:PythonModelInstance):
-    "The instance's own event loop, on its own thread, started the first time an async execute runs."
+    """The instance's own event loop, on its own thread, started the first time an async execute runs. Its default
+    executor (where `async_exec` calls wait) has asyncio's size and the instance's name, and ends with the instance."""
     if self._loop is None:
         self._loop = asyncio.new_event_loop()
+        self._executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix=f'triton_mini:{self.name}:bls')
+        self._loop.set_default_executor(self._executor)
         threading.Thread(target=self._loop.run_forever, name=f'triton_mini:{self.name}:asyncio', daemon=True).start()
     return self._loop
 
@@ -288,7 +291,13 @@ def finalize(self:PythonModelInstance):
         release_model_module(self._module)
         pb_utils.unbind_context(self.context)
         pb_utils._abandon_families(self.context)
-        if self._loop is not None: self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._loop is not None: self._loop.call_soon_threadsafe(self._stop_loop)
+
+@patch
+def _stop_loop(self:PythonModelInstance):
+    "Stop the instance's loop and let its executor's threads end (a BLS call still waiting ends first)."
+    self._executor.shutdown(wait=False)
+    self._loop.stop()
 
 # %% ../nbs/04a_python_backend.ipynb #01f0154b
 class PythonBackend(Backend):
