@@ -1,6 +1,6 @@
 """triton_mini.ray_serve on a local Ray cluster (2 CPUs): tritonclient.http against Serve's proxy with 2 replicas,
 models set on every replica through user_config, and a replica killed under a bounded load (issue 16)."""
-import os, shutil, socket, threading, time
+import os, shutil, socket, tempfile, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,9 @@ def cluster(tmp_path_factory):
     repo = tmp_path_factory.mktemp('ray_repo')
     shutil.copytree(ROOT / 'model_repository' / 'add_sub', repo / 'add_sub')
     cpu_bound_model(repo, iterations=20_000)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    # address='local': a cluster of our own, never one found on the machine (ray.init() with no address joins the
+    # last cluster `ray start` made, e.g. another test run's or the user's)
+    ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={'env_vars': {'PYTHONPATH': str(ROOT)}})
     try:
         rt = RayTriton.run(repo, port=_free_port(), num_replicas=2, models=['add_sub', 'cpu_bound'])
@@ -140,11 +142,12 @@ def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_p
     """`triton-mini --ray` on a cluster it joins (RAY_ADDRESS): after SIGTERM the cluster keeps running, and the
     command's detached MetricsBoard actor must not (issue 45: it stayed)."""
     import signal, subprocess, sys, urllib.request
-    gcs = _free_port()
+    gcs, temp_dir = _free_port(), tempfile.mkdtemp(prefix='ray', dir='/tmp')   # short: Ray's socket paths live in it
     env = {**os.environ, 'PYTHONPATH': str(ROOT), 'RAY_AUTH_MODE': 'disabled'}   # one local cluster: no token to share
-    subprocess.run(['ray', 'start', '--head', f'--port={gcs}', '--num-cpus=2', '--include-dashboard=false'],
-                   check=True, capture_output=True, env=env, timeout=120)
     try:
+        started = subprocess.run(['ray', 'start', '--head', f'--port={gcs}', '--num-cpus=2', '--include-dashboard=false',
+                                  f'--temp-dir={temp_dir}'], capture_output=True, text=True, env=env, timeout=120)
+        assert started.returncode == 0, f'ray start failed:\n{started.stderr[-2000:]}'
         port = _free_port()
         cmd = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--ray', f'--http-port={port}', '--http-address=127.0.0.1',
                                 f'--model-repository={ROOT / "model_repository"}', '--model-control-mode=explicit',
@@ -170,4 +173,17 @@ def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_p
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.strip().endswith('no MetricsBoard'), out.stdout
     finally:
-        subprocess.run(['ray', 'stop', '--force'], capture_output=True, env=env, timeout=120)
+        _stop_cluster(temp_dir, gcs)
+
+
+def _stop_cluster(temp_dir:str, gcs:int):
+    """Kill the processes of the cluster `ray start` made here: those naming its temp dir or its GCS address. Not
+    `ray stop --force`, which kills every Ray process on the machine (another test run's, the user's own cluster)."""
+    import psutil
+    ours = [p for p in psutil.process_iter(['cmdline'])
+            if any(temp_dir in a or a.endswith(f':{gcs}') for a in (p.info['cmdline'] or []))]
+    for p in ours:
+        try: p.kill()
+        except psutil.NoSuchProcess: pass
+    psutil.wait_procs(ours, timeout=30)
+    shutil.rmtree(temp_dir, ignore_errors=True)
