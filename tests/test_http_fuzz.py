@@ -83,8 +83,10 @@ def test_fuzz_http_heavy(tmp_path):
         assert not failures, f'{len(failures)} failing cases, e.g. {failures[0][1]} for {failures[0][0].note}'
         assert s.request('GET', '/v2/health/ready')[0] == 200
         assert growth < 200 << 20, f'RSS grew by {growth >> 20} MB over {len(cases) - 4} heavy cases'
-        # a loop blocked by the heavy cases slows many checks, or one for seconds; one check past the bound is the
-        # machine (another job on its two cores took 514 ms once), so one is allowed, up to 2 s
+        # a loop blocked by the heavy cases slows a check for each case it chews on (36 here), or one for seconds; a
+        # check past the bound now and then is the machine (two loaded cores: 514 ms once, 928 and 628 ms in one run at
+        # load 12), so one in ten heavy cases is allowed, each under 2 s
         slow = sorted((w for w in waits[n_quiet:] if w >= 0.5 + quiet), reverse=True)
-        assert len(slow) <= 1 and (not slow or slow[0] < 2), f'health checks of {[round(w * 1000) for w in slow[:10]]} ms during the heavy cases ({quiet * 1000:.0f} ms quiet)'
+        allowed = max(1, (len(cases) - 4) // 10)
+        assert len(slow) <= allowed and (not slow or slow[0] < 2), f'health checks of {[round(w * 1000) for w in slow[:10]]} ms during the heavy cases ({quiet * 1000:.0f} ms quiet)'
     finally: assert s.stop() == 0

@@ -166,6 +166,15 @@ def wait_until(check, timeout:float, what:str):
         time.sleep(0.1)
 
 
+def reached(read, want, timeout:float=20):
+    """`read()`'s value once it equals `want`, else its last value after `timeout` s (the caller's assert shows the
+    difference). For statistics whose final value is known: a server counts a request when it releases it, which can
+    come well after the response on a loaded machine, so two reads that agree (`settled`) may still be early."""
+    deadline = time.monotonic() + timeout
+    while (value := read()) != want and time.monotonic() < deadline: time.sleep(0.1)
+    return value
+
+
 def settled(read, interval=0.1, tries=20):
     """A value that two reads `interval` apart agree on. Triton counts a request's statistics when the request is
     released, which can come after its response reached the client (an ended iterative sequence's CANCELED failure, a
