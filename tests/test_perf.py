@@ -1,11 +1,11 @@
 """`triton-mini perf` (issue 46, stage 1) against a running server: the triton-mini command on the bundled repository
 over HTTP and gRPC, and the real Triton 2.51 (oracle), checked through its CSV and report, as a user runs it."""
-import csv, shutil, subprocess, sys
+import csv, json, os, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
 
-from triton_servers import ROOT
+from triton_servers import ROOT, http, wait_until
 
 FAST = ['-p', '500', '-s', '50', '--max-trials', '4']   # short windows: the tests check the tool, not the server
 
@@ -69,6 +69,39 @@ def test_bad_input_is_one_line(server, tmp_path, flags, says):
     assert r.stderr.startswith('error: ') and says in r.stderr
 
 
+SHM_REGIONS = {'INPUT0_0_0': 32, 'INPUT1_0_0': 32, 'OUTPUT0': 32, 'OUTPUT1': 32}   # add_sub at -b 2: 2 x 4 FP32
+
+
+def shm_run(http_port:int, protocol:str, port:int) -> tuple:
+    """`--shared-memory system` at -b 2: (the regions the server listed while the run went on, {name: byte_size},
+    the finished process, the regions listed after it)."""
+    def status(): return json.loads(http(http_port, 'GET', '/v2/systemsharedmemory/status')[2])
+    seen = {}
+    def registered():
+        seen.update({r['name']: int(r['byte_size']) for r in status()})
+        return len(seen) == len(SHM_REGIONS) or proc.poll() is not None
+    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', 'perf', '-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}',
+                             '--shared-memory', 'system', '-b', '2', '--concurrency-range', '1:2', *FAST],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(registered, 60, 'the regions to be registered')
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None: proc.kill()
+    leftovers = [f for f in os.listdir('/dev/shm') if f.startswith(f'triton_mini_perf_{proc.pid}_')]
+    return seen, (proc.returncode, out, err), status(), leftovers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('protocol', ['http', 'grpc'])
+def test_shared_memory_system(server, protocol):
+    "perf_analyzer's regions are registered during the run, the requests read and write them, and all is gone after."
+    seen, (code, out, err), after, leftovers = shm_run(server.http_port, protocol, server.http_port if protocol == 'http' else server.grpc_port)
+    assert code == 0, err
+    assert seen == SHM_REGIONS and after == [] and leftovers == []
+    assert 'Concurrency: 2, throughput: ' in out and 'Successful request count: 0' not in out
+
+
 def test_server_down_is_one_line():
     r = perf('-m', 'add_sub', '-u', 'localhost:1')
     assert r.returncode == 1 and r.stderr.strip() == 'error: cannot connect to the server at localhost:1 (Connection refused); is it running?'
@@ -89,3 +122,14 @@ def test_perf_against_real_triton(real_triton, tmp_path):
         r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--concurrency-range', '1:2', '-f', str(out), *FAST)
         assert r.returncode == 0, r.stderr
         check_csv(out, [1, 2])
+
+
+@pytest.mark.oracle
+def test_shared_memory_against_real_triton(real_triton, tmp_path):
+    "Real Triton 2.51 lists the same regions during the run, serves the requests from them, and has none after."
+    triton = real_triton(add_sub_repo(tmp_path))
+    for protocol, port in (('http', triton.http_port), ('grpc', triton.grpc_port)):
+        seen, (code, out, err), after, leftovers = shm_run(triton.http_port, protocol, port)
+        assert code == 0, err
+        assert seen == SHM_REGIONS and after == [] and leftovers == []
+        assert 'Successful request count: 0' not in out

@@ -14,9 +14,10 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'PerfError', 'build_parser', 'parse_range', 'parse_shapes',
            'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor', 'http_request', 'grpc_request',
-           'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'server_counters', 'delta',
-           'Window', 'merge', 'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary',
-           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'main']
+           'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'server_counters',
+           'delta', 'Window', 'merge', 'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary',
+           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'measure', 'main', 'region_name',
+           'output_bytes', 'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
 class PerfError(Exception):
@@ -43,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--percentile', type=int, default=None, help='stabilize on and report this latency percentile instead of the average')
     p.add_argument('-f', dest='latency_report_file', default=None, metavar='CSV', help='write the results as CSV')
     p.add_argument('--shared-memory', choices=('none', 'system', 'cuda'), default='none', help='how tensors travel (default none)')
+    p.add_argument('--output-shared-memory-size', type=int, default=102400, metavar='BYTES',
+                   help='shared memory per output of variable size or BYTES, per batch item (default 102400)')
     p.add_argument('--max-threads', type=int, default=16, help='threads sending requests in request-rate mode (default 16)')
     return p
 
@@ -83,8 +86,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.measurement_interval <= 0 or args.max_trials < 1: raise PerfError('--measurement-interval and --max-trials must be positive')
     if args.percentile is not None and not 0 < args.percentile < 100: raise PerfError('--percentile must be between 1 and 99')
     if args.shared_memory == 'cuda': raise PerfError('--shared-memory=cuda needs a GPU; this is a CPU-only perf_analyzer')
-    if args.shared_memory == 'system':
-        raise PerfError('--shared-memory=system is not supported yet by triton-mini perf: tensors travel in the request (--shared-memory=none)')
+    if args.output_shared_memory_size < 1: raise PerfError('--output-shared-memory-size must be positive')
     args.url = (args.url or ('localhost:8000' if args.protocol == 'http' else 'localhost:8001')).split('://', 1)[-1].rstrip('/')
     args.shapes = parse_shapes(args.shape)
     return args
@@ -147,28 +149,43 @@ def step_tensor(step:dict, name:str, dtype:str, shape:list, batched:bool) -> np.
     return np.stack([arr.reshape(item)] * shape[0]) if batched else arr.reshape(item)
 
 # %% ../nbs/10b_perf.ipynb #677d48b6
-def http_request(model:str, version:str, tensors:dict) -> tuple:
-    "(path, body, headers) of one HTTP infer request, encoded once by tritonclient."
+def http_request(model:str, version:str, tensors:dict, shm:dict|None=None, outputs:dict|None=None) -> tuple:
+    "(path, body, headers) of one HTTP infer request, encoded once by tritonclient; `shm`/`outputs`: {name: (region, bytes)}."
     import tritonclient.http as httpclient
-    inputs = []
+    inputs, outs = [], []
     for name, arr in tensors.items():
         i = httpclient.InferInput(name, list(arr.shape), _dtype_name(arr))
-        i.set_data_from_numpy(arr, binary_data=True)
+        if shm: i.set_shared_memory(*shm[name])
+        else: i.set_data_from_numpy(arr, binary_data=True)
         inputs.append(i)
-    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs)
-    headers = {'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': str(json_size)}
+    for name, (region, size) in (outputs or {}).items():
+        o = httpclient.InferRequestedOutput(name); o.set_shared_memory(region, size); outs.append(o)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outs or None)
+    headers = ({'Content-Type': 'application/json'} if json_size is None else     # all in shared memory: JSON only
+               {'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': str(json_size)})
     path = f'/v2/models/{model}' + (f'/versions/{version}' if version else '') + '/infer'
     return path, body, headers
 
-def grpc_request(model:str, version:str, tensors:dict) -> bytes:
-    "One gRPC ModelInferRequest with raw input contents, serialized."
+def grpc_request(model:str, version:str, tensors:dict, shm:dict|None=None, outputs:dict|None=None) -> bytes:
+    "One gRPC ModelInferRequest with raw input contents (or shared memory regions), serialized."
     from tritonclient.grpc import service_pb2
-    from tritonclient.utils import serialize_byte_tensor
     req = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for name, arr in tensors.items():
         t = req.inputs.add(); t.name, t.datatype = name, _dtype_name(arr); t.shape.extend(arr.shape)
-        req.raw_input_contents.append(serialize_byte_tensor(arr).item() if arr.dtype == np.object_ else arr.tobytes())
+        if shm: _shm_parameters(t.parameters, *shm[name])
+        else: req.raw_input_contents.append(tensor_bytes(arr))
+    for name, (region, size) in (outputs or {}).items():
+        o = req.outputs.add(); o.name = name; _shm_parameters(o.parameters, region, size)
     return req.SerializeToString()
+
+def _shm_parameters(params, region:str, size:int):
+    params['shared_memory_region'].string_param = region
+    params['shared_memory_byte_size'].int64_param = size
+
+def tensor_bytes(arr:np.ndarray) -> bytes:
+    "A tensor's bytes as Triton reads them (BYTES: each element after its 4-byte little-endian length)."
+    from tritonclient.utils import serialize_byte_tensor
+    return serialize_byte_tensor(arr).item() if arr.dtype == np.object_ else arr.tobytes()
 
 def _dtype_name(arr) -> str: return next(k for k, v in _NP.items() if np.dtype(v) == arr.dtype)
 
@@ -486,11 +503,20 @@ def run(args, log=print) -> list:
     client = connect(args)
     meta, max_batch = model_info(client, args)
     specs = input_shapes(meta, max_batch, args.batch_size, args.shapes)
-    build = http_request if args.protocol == 'http' else grpc_request
-    requests = [build(args.model, args.model_version, step) for step in data_steps(args, specs, max_batch > 0)]
-    spec = LoadSpec(args.protocol, args.url, requests)
+    steps = data_steps(args, specs, max_batch > 0)
+    mem = SystemSharedMemory(client) if args.shared_memory == 'system' else None
+    try:
+        ins, outs = shm_regions(mem, steps, meta, max_batch, args) if mem else ([None] * len(steps), None)
+        build = http_request if args.protocol == 'http' else grpc_request
+        requests = [build(args.model, args.model_version, step, i, outs) for step, i in zip(steps, ins)]
+        return measure(args, LoadSpec(args.protocol, args.url, requests), stats_reader(client, args), log)
+    finally:
+        if mem: mem.close()
+
+def measure(args, spec:LoadSpec, stats, log=print) -> list:
+    "Check one request, then measure every level and report as perf_analyzer does."
+    requests = spec.requests
     (http_caller if args.protocol == 'http' else grpc_caller)(args.url)(requests[0])   # one request first: errors are clear
-    stats = stats_reader(client, args)
     log(settings_report(args))
     levels = []
     for value in args.levels:
@@ -517,4 +543,57 @@ def main(argv=None) -> int:
     print(f'error: {msg.splitlines()[0] if msg else "failed"}', file=sys.stderr)
     return 1
 
+# %% ../nbs/10b_perf.ipynb #351ae129
+def region_name(tensor:str) -> str:
+    "perf_analyzer's region name for a tensor: its name without slashes."
+    return tensor.replace('/', '').replace('\\', '')
+
+def output_bytes(datatype:str, dims:list, variable_size:int) -> int:
+    "Bytes of one batch item of an output, or `variable_size` when the metadata cannot say (BYTES, a -1 dimension)."
+    if datatype == 'BYTES' or any(d < 0 for d in dims): return variable_size
+    return int(np.prod(dims)) * np.dtype(_NP[datatype]).itemsize
+
+# %% ../nbs/10b_perf.ipynb #c7a447bd
+class SystemSharedMemory:
+    "The run's system shared-memory regions: created, filled and registered with the server; `close` undoes it."
+    def __init__(self, client):
+        self.client, self.regions, self.prefix = client, [], f'/triton_mini_perf_{os.getpid()}_'
+
+    def add(self, name:str, data:bytes|int) -> tuple:
+        "A region holding `data` (or `data` empty bytes), registered as `name`; (name, byte size)."
+        import tritonclient.utils.shared_memory as shm
+        from tritonclient.utils import InferenceServerException
+        size = len(data) if isinstance(data, bytes) else data
+        try:
+            handle = shm.create_shared_memory_region(name, self.prefix + name, size, create_only=True)
+            self.regions.append((name, handle, False))
+            if isinstance(data, bytes): shm.set_shared_memory_region(handle, [np.frombuffer(data, np.uint8)])
+            self.client.register_system_shared_memory(name, self.prefix + name, size)
+        except shm.SharedMemoryException as e: raise PerfError(f'cannot create shared memory region {name}: {e}') from None
+        except InferenceServerException as e: raise PerfError(f'failed to register shared memory region {name}: {e.message()}') from None
+        self.regions[-1] = (name, handle, True)
+        return name, size
+
+    def close(self):
+        "Unregister every region from the server and unlink it."
+        import tritonclient.utils.shared_memory as shm
+        for name, handle, registered in self.regions:
+            try:
+                if registered: self.client.unregister_system_shared_memory(name)
+            except Exception: pass                       # a server gone by now has nothing to unregister
+            shm.destroy_shared_memory_region(handle)
+        self.regions = []
+
+# %% ../nbs/10b_perf.ipynb #b42f15db
+def shm_regions(mem:SystemSharedMemory, steps:list, meta:dict, max_batch_size:int, args) -> tuple:
+    "perf_analyzer's regions: ([{input: (region, size)} per data step], {output: (region, size)})."
+    inputs = [{name: mem.add(f'{region_name(name)}_0_{i}', tensor_bytes(arr)) for name, arr in step.items()}
+              for i, step in enumerate(steps)]
+    outputs = {}
+    for o in meta.get('outputs', []):
+        dims = [int(d) for d in o['shape']][1 if max_batch_size > 0 else 0:]
+        outputs[o['name']] = mem.add(region_name(o['name']), output_bytes(o['datatype'], dims, args.output_shared_memory_size) * args.batch_size)
+    return inputs, outputs
+
+# %% ../nbs/10b_perf.ipynb #08022590
 if __name__ == '__main__' and sys.argv[0].endswith('perf.py'): sys.exit(main())
