@@ -1,8 +1,9 @@
 """`triton-mini perf` (issue 46, stage 1) against a running server: the triton-mini command on the bundled repository
 over HTTP and gRPC, and the real Triton 2.51 (oracle), checked through its CSV and report, as a user runs it."""
-import csv, json, os, shutil, subprocess, sys
+import asyncio, csv, json, os, shutil, subprocess, sys, threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from triton_servers import ROOT, http, wait_until
@@ -102,6 +103,42 @@ def test_shared_memory_system(server, protocol):
     assert 'Concurrency: 2, throughput: ' in out and 'Successful request count: 0' not in out
 
 
+class Until(list):
+    "A record list that sets `stop` once it holds `n` records: the senders stop on a count, not a clock."
+    def __init__(self, n, stop): super().__init__(); self.n, self.stop = n, stop
+    def append(self, x):
+        super().append(x); self.n -= 1
+        if self.n <= 0: self.stop.set()
+
+
+def async_overlap(protocol:str, port:int, n:int=4) -> tuple:
+    "(most requests in flight, errors) of `n` --async senders run by this one thread until 200 answers."
+    from triton_mini.perf import LoadSpec, _async_senders, grpc_request, http_request, max_in_flight
+    tensors = {'INPUT0': np.ones((1, 4), np.float32), 'INPUT1': np.ones((1, 4), np.float32)}
+    req = (http_request if protocol == 'http' else grpc_request)('add_sub', '', tensors)
+    stop, errors = threading.Event(), []
+    got = Until(200, stop)
+    asyncio.run(_async_senders(LoadSpec(protocol, f'localhost:{port}', [req]), 0, 1, n, stop, got, errors))
+    return max_in_flight(np.array(got)), errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('protocol', ['http', 'grpc'])
+def test_async_keeps_concurrency_in_flight_from_one_thread(server, protocol):
+    assert async_overlap(protocol, server.http_port if protocol == 'http' else server.grpc_port) == (4, [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('protocol', ['http', 'grpc'])
+def test_perf_async(server, tmp_path, protocol):
+    port = server.http_port if protocol == 'http' else server.grpc_port
+    out = tmp_path / 'perf.csv'
+    r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--async', '--concurrency-range', '1:3:2', '-f', str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    check_csv(out, [1, 3])
+    assert 'Using asynchronous calls for inference' in r.stdout
+
+
 def test_server_down_is_one_line():
     r = perf('-m', 'add_sub', '-u', 'localhost:1')
     assert r.returncode == 1 and r.stderr.strip() == 'error: cannot connect to the server at localhost:1 (Connection refused); is it running?'
@@ -133,3 +170,15 @@ def test_shared_memory_against_real_triton(real_triton, tmp_path):
         assert code == 0, err
         assert seen == SHM_REGIONS and after == [] and leftovers == []
         assert 'Successful request count: 0' not in out
+
+
+@pytest.mark.oracle
+def test_async_against_real_triton(real_triton, tmp_path):
+    "--async keeps the requests in flight from one thread against real Triton 2.51 too, and the command measures it."
+    triton = real_triton(add_sub_repo(tmp_path))
+    for protocol, port in (('http', triton.http_port), ('grpc', triton.grpc_port)):
+        assert async_overlap(protocol, port) == (4, [])
+        out = tmp_path / f'{protocol}.csv'
+        r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--async', '--concurrency-range', '1:3:2', '-f', str(out), *FAST)
+        assert r.returncode == 0, r.stderr
+        check_csv(out, [1, 3])

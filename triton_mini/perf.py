@@ -4,7 +4,7 @@
 
 # %% ../nbs/10b_perf.ipynb #5cb9c0d6
 from __future__ import annotations
-import argparse, csv, http.client, io, json, math, multiprocessing, os, socket, sys, threading, time
+import argparse, asyncio, csv, http.client, io, json, math, multiprocessing, os, socket, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,10 +14,10 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'PerfError', 'build_parser', 'parse_range', 'parse_shapes',
            'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor', 'http_request', 'grpc_request',
-           'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'server_counters',
-           'delta', 'Window', 'merge', 'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary',
-           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'measure', 'main', 'region_name',
-           'output_bytes', 'SystemSharedMemory', 'shm_regions']
+           'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller',
+           'async_grpc_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge', 'in_window',
+           'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect', 'model_info',
+           'stats_reader', 'run', 'measure', 'main', 'region_name', 'output_bytes', 'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
 class PerfError(Exception):
@@ -242,6 +242,7 @@ class LoadSpec:
     requests: list
     rate: float | None = None
     start: float = 0.0          # perf_counter time of the schedule's first request (set by the LoadGenerator)
+    is_async: bool = False      # --async: each worker's share in flight from one thread (asyncio), not a thread each
 
 def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
     "A worker process: `threads` senders; answers each 'flush' with its new timestamps (and errors), stops on 'stop'."
@@ -262,7 +263,9 @@ def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
             except Exception as e:
                 errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__); stop.wait(0.05)
             if not spec.rate: i += workers
-    pool = [threading.Thread(target=sender, daemon=True) for _ in range(threads)]
+    if spec.is_async:   # one thread, all `threads` requests in flight from its event loop
+        pool = [threading.Thread(target=lambda: asyncio.run(_async_senders(spec, index, workers, threads, stop, records, errors)), daemon=True)]
+    else: pool = [threading.Thread(target=sender, daemon=True) for _ in range(threads)]
     for t in pool: t.start()
     while True:
         msg = conn.recv()
@@ -305,6 +308,85 @@ class LoadGenerator:
         for p in self.procs:
             p.join(5)
             if p.is_alive(): p.kill()
+
+# %% ../nbs/10b_perf.ipynb #038af5fb
+async def _async_senders(spec:LoadSpec, index:int, workers:int, n:int, stop, records:list, errors:list):
+    "`n` requests kept in flight (or sent on the rate schedule) by coroutines of this one thread."
+    if spec.protocol == 'http': calls = [await async_http_caller(spec.url) for _ in range(n)]
+    else: calls = [await async_grpc_caller(spec.url)] * n
+    nxt = [0]
+    async def sender(call):
+        i = index
+        while not stop.is_set():
+            if spec.rate:
+                i, nxt[0] = index + nxt[0] * workers, nxt[0] + 1          # one thread: no lock
+                while (delay := spec.start + i / spec.rate - time.perf_counter()) > 0 and not stop.is_set():
+                    await asyncio.sleep(min(delay, 0.05))
+                if stop.is_set(): break
+            try: records.append(await call(spec.requests[i % len(spec.requests)]))
+            except Exception as e:
+                errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__); await asyncio.sleep(0.05)
+            if not spec.rate: i += workers
+    await asyncio.gather(*(sender(c) for c in calls))
+
+# %% ../nbs/10b_perf.ipynb #317b8567
+async def async_http_caller(url:str):
+    "A coroutine function sending one prepared HTTP request on its own kept-alive connection; returns 4 timestamps."
+    host, _, port = url.rpartition(':')
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.get_extra_info('socket').setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    async def call(req):
+        path, body, headers = req
+        head = ''.join(f'{k}: {v}\r\n' for k, v in headers.items())
+        t0 = time.perf_counter()
+        writer.write(f'POST {path} HTTP/1.1\r\nHost: {url}\r\nContent-Length: {len(body)}\r\n{head}\r\n'.encode())
+        writer.write(body)
+        await writer.drain()
+        t1 = time.perf_counter()
+        status, fields = await _read_head(reader)
+        t2 = time.perf_counter()
+        data = await _read_body(reader, fields)
+        t3 = time.perf_counter()
+        if status != 200: raise PerfError(_error_text(data, f'HTTP {status}'))
+        return t0, t1, t2, t3
+    return call
+
+async def _read_head(reader) -> tuple:
+    "(status, {lower-case header: value}) of an HTTP/1.1 response."
+    line = await reader.readline()
+    if not line: raise PerfError('the server closed the connection')
+    fields = {}
+    while (h := await reader.readline()) not in (b'\r\n', b''):
+        k, _, v = h.decode('latin-1').partition(':'); fields[k.strip().lower()] = v.strip()
+    return int(line.split()[1]), fields
+
+async def _read_body(reader, fields:dict) -> bytes:
+    "The body, by Content-Length or chunked."
+    if 'chunked' not in fields.get('transfer-encoding', ''): return await reader.readexactly(int(fields.get('content-length', 0)))
+    chunks = []
+    while (size := int((await reader.readline()).split(b';')[0], 16)):
+        chunks.append(await reader.readexactly(size)); await reader.readline()
+    await reader.readline()
+    return b''.join(chunks)
+
+async def async_grpc_caller(url:str):
+    "A coroutine function sending one serialized ModelInferRequest on a grpc.aio channel; returns 4 timestamps."
+    import grpc
+    opts = [('grpc.max_send_message_length', -1), ('grpc.max_receive_message_length', -1)]
+    infer = grpc.aio.insecure_channel(url, options=opts).unary_unary('/inference.GRPCInferenceService/ModelInfer')
+    async def call(req):
+        t0 = time.perf_counter()
+        try: await infer(req, timeout=60)
+        except grpc.aio.AioRpcError as e: raise PerfError(e.details() or str(e.code())) from None
+        t3 = time.perf_counter()
+        return t0, t0, t3, t3
+    return call
+
+# %% ../nbs/10b_perf.ipynb #ec16b2a8
+def max_in_flight(records:np.ndarray) -> int:
+    "The most requests in flight at one time, from their (start, ..., end) timestamps."
+    events = sorted([(t, 1) for t in records[:, 0]] + [(t, -1) for t in records[:, 3]], key=lambda e: (e[0], e[1]))
+    return int(max(np.cumsum([d for _, d in events]), default=0))
 
 # %% ../nbs/10b_perf.ipynb #26976f65
 _PHASES = ('success', 'queue', 'compute_input', 'compute_infer', 'compute_output')
@@ -383,7 +465,7 @@ def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
     "Load the server at one level until perf_analyzer's stability rule holds (or --max-trials); the Level."
     rate = args.mode == 'Request Rate'
     threads = min(args.max_threads, max(1, math.ceil(value * 0.05))) if rate else int(value)   # rate: 50 ms of requests in flight
-    spec.rate = value if rate else None
+    spec.rate, spec.is_async = (value if rate else None), args.is_async
     gen = LoadGenerator(spec, threads)
     try:
         windows = []
