@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triton_servers import ROOT, http, wait_until
+from triton_servers import ROOT, copy_models, http, wait_until
 
 FAST = ['-p', '500', '-s', '50', '--max-trials', '4']   # short windows: the tests check the tool, not the server
 
@@ -34,6 +34,33 @@ def check_csv(path:Path, levels:list):
 @pytest.fixture(scope='module')
 def server(launch_module, tmp_path_factory):
     return launch_module.mini_process(add_sub_repo(tmp_path_factory.mktemp('perf')))
+
+
+def stream_repo(tmp_path) -> Path:
+    "add_sub and the decoupled `streamer` (N responses per request, then an empty final one)."
+    return copy_models(add_sub_repo(tmp_path), 'python_backend/streamer')
+
+
+STREAM_DATA = {'data': [{'TEXT': ['hi'], 'N': [3], 'DELAY_MS': [0]}]}    # 3 responses per request
+
+
+def check_streaming(port:int, tmp_path) -> None:
+    "--streaming over gRPC: the decoupled streamer (3 responses a request) and add_sub (one), as perf_analyzer counts them."
+    data, out = tmp_path / 'stream.json', tmp_path / 'stream.csv'
+    data.write_text(json.dumps(STREAM_DATA))
+    r = perf('-m', 'streamer', '-i', 'grpc', '-u', f'localhost:{port}', '--streaming', '--input-data', str(data),
+             '--concurrency-range', '1:2', '-f', str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    for row in check_csv(out, [1, 2]):
+        assert abs(float(row['Response Throughput']) - 3 * float(row['Inferences/Second'])) < 0.1, row
+    assert 'Response Throughput: ' in r.stdout and 'Avg gRPC time: ' in r.stdout and '(un)marshal request/response' in r.stdout
+    r = perf('-m', 'add_sub', '-i', 'grpc', '-u', f'localhost:{port}', '--streaming', '--concurrency-range', '2', '-f', str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    assert 'Response Throughput' not in out.read_text() and 'Response Throughput' not in r.stdout
+    check_csv(out, [2])
+    r = perf('-m', 'streamer', '-i', 'grpc', '-u', f'localhost:{port}', '--input-data', str(data), *FAST)
+    assert (r.returncode, r.stderr.strip()) == (1, 'error: Decoupled models must be run with `--async` and `--streaming` and '
+                                                   'either `-i grpc` or `--service-kind=triton_c_api`')
 
 
 @pytest.mark.slow
@@ -139,6 +166,21 @@ def test_perf_async(server, tmp_path, protocol):
     assert 'Using asynchronous calls for inference' in r.stdout
 
 
+@pytest.mark.slow
+def test_streaming(launch_module, tmp_path):
+    check_streaming(launch_module.mini_process(stream_repo(tmp_path)).grpc_port, tmp_path)
+
+
+@pytest.mark.parametrize('flags, says', [
+    (['--streaming'], 'error: Streaming is only allowed with gRPC protocol and Triton C API.'),
+    (['--streaming', '-i', 'grpc', '--sync'], 'error: can not use streaming with synchronous API'),
+])
+def test_streaming_flag_errors(flags, says):
+    "perf_analyzer's words, before any connection."
+    r = perf('-m', 'add_sub', '-u', 'localhost:1', *flags)
+    assert (r.returncode, r.stderr.strip()) == (1, says)
+
+
 def test_server_down_is_one_line():
     r = perf('-m', 'add_sub', '-u', 'localhost:1')
     assert r.returncode == 1 and r.stderr.strip() == 'error: cannot connect to the server at localhost:1 (Connection refused); is it running?'
@@ -182,3 +224,9 @@ def test_async_against_real_triton(real_triton, tmp_path):
         r = perf('-m', 'add_sub', '-i', protocol, '-u', f'localhost:{port}', '--async', '--concurrency-range', '1:3:2', '-f', str(out), *FAST)
         assert r.returncode == 0, r.stderr
         check_csv(out, [1, 3])
+
+
+@pytest.mark.oracle
+def test_streaming_against_real_triton(real_triton, tmp_path):
+    "Real Triton 2.51 streams the same: 3 responses a request from the decoupled model (its empty final one not counted)."
+    check_streaming(real_triton(stream_repo(tmp_path)).grpc_port, tmp_path)
