@@ -4,7 +4,7 @@
 
 # %% ../nbs/10b_perf.ipynb #5cb9c0d6
 from __future__ import annotations
-import argparse, csv, http.client, io, json, math, multiprocessing, os, socket, sys, threading, time
+import argparse, asyncio, csv, http.client, io, json, math, multiprocessing, os, socket, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,9 +14,11 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'PerfError', 'build_parser', 'parse_range', 'parse_shapes',
            'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor', 'http_request', 'grpc_request',
-           'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'server_counters', 'delta',
+           'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller',
+           'async_grpc_caller', 'stream_request', 'async_stream_caller', 'max_in_flight', 'server_counters', 'delta',
            'Window', 'merge', 'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary',
-           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'main']
+           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'measure', 'first_request', 'main',
+           'region_name', 'output_bytes', 'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
 class PerfError(Exception):
@@ -31,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('-u', dest='url', default=None, help='server URL (default localhost:8000 for http, localhost:8001 for grpc)')
     p.add_argument('-i', dest='protocol', type=str.lower, choices=('http', 'grpc'), default='http', help='protocol (default http)')
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument('--async', dest='is_async', action='store_true', help='asynchronous requests')
+    mode.add_argument('--async', dest='is_async', action='store_true', default=None, help='asynchronous requests')
     mode.add_argument('--sync', dest='is_async', action='store_false', help='synchronous requests (default)')
+    p.add_argument('--streaming', action='store_true', help='send the requests on gRPC bidirectional streams (gRPC only)')
     p.add_argument('--concurrency-range', default=None, metavar='START:END:STEP', help='requests kept in flight (default 1)')
     p.add_argument('--request-rate-range', default=None, metavar='START:END:STEP', help='requests per second to send')
     p.add_argument('--input-data', default='random', help="zero, random (default), or a perf_analyzer JSON data file")
@@ -43,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--percentile', type=int, default=None, help='stabilize on and report this latency percentile instead of the average')
     p.add_argument('-f', dest='latency_report_file', default=None, metavar='CSV', help='write the results as CSV')
     p.add_argument('--shared-memory', choices=('none', 'system', 'cuda'), default='none', help='how tensors travel (default none)')
+    p.add_argument('--output-shared-memory-size', type=int, default=102400, metavar='BYTES',
+                   help='shared memory per output of variable size or BYTES, per batch item (default 102400)')
     p.add_argument('--max-threads', type=int, default=16, help='threads sending requests in request-rate mode (default 16)')
     return p
 
@@ -83,8 +88,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.measurement_interval <= 0 or args.max_trials < 1: raise PerfError('--measurement-interval and --max-trials must be positive')
     if args.percentile is not None and not 0 < args.percentile < 100: raise PerfError('--percentile must be between 1 and 99')
     if args.shared_memory == 'cuda': raise PerfError('--shared-memory=cuda needs a GPU; this is a CPU-only perf_analyzer')
-    if args.shared_memory == 'system':
-        raise PerfError('--shared-memory=system is not supported yet by triton-mini perf: tensors travel in the request (--shared-memory=none)')
+    if args.output_shared_memory_size < 1: raise PerfError('--output-shared-memory-size must be positive')
+    if args.streaming and args.protocol != 'grpc': raise PerfError('Streaming is only allowed with gRPC protocol and Triton C API.')
+    if args.streaming and args.is_async is False: raise PerfError('can not use streaming with synchronous API')
+    args.is_async = bool(args.is_async) or args.streaming          # streaming is asynchronous, as in perf_analyzer
     args.url = (args.url or ('localhost:8000' if args.protocol == 'http' else 'localhost:8001')).split('://', 1)[-1].rstrip('/')
     args.shapes = parse_shapes(args.shape)
     return args
@@ -147,28 +154,43 @@ def step_tensor(step:dict, name:str, dtype:str, shape:list, batched:bool) -> np.
     return np.stack([arr.reshape(item)] * shape[0]) if batched else arr.reshape(item)
 
 # %% ../nbs/10b_perf.ipynb #677d48b6
-def http_request(model:str, version:str, tensors:dict) -> tuple:
-    "(path, body, headers) of one HTTP infer request, encoded once by tritonclient."
+def http_request(model:str, version:str, tensors:dict, shm:dict|None=None, outputs:dict|None=None) -> tuple:
+    "(path, body, headers) of one HTTP infer request, encoded once by tritonclient; `shm`/`outputs`: {name: (region, bytes)}."
     import tritonclient.http as httpclient
-    inputs = []
+    inputs, outs = [], []
     for name, arr in tensors.items():
         i = httpclient.InferInput(name, list(arr.shape), _dtype_name(arr))
-        i.set_data_from_numpy(arr, binary_data=True)
+        if shm: i.set_shared_memory(*shm[name])
+        else: i.set_data_from_numpy(arr, binary_data=True)
         inputs.append(i)
-    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs)
-    headers = {'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': str(json_size)}
+    for name, (region, size) in (outputs or {}).items():
+        o = httpclient.InferRequestedOutput(name); o.set_shared_memory(region, size); outs.append(o)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outs or None)
+    headers = ({'Content-Type': 'application/json'} if json_size is None else     # all in shared memory: JSON only
+               {'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': str(json_size)})
     path = f'/v2/models/{model}' + (f'/versions/{version}' if version else '') + '/infer'
     return path, body, headers
 
-def grpc_request(model:str, version:str, tensors:dict) -> bytes:
-    "One gRPC ModelInferRequest with raw input contents, serialized."
+def grpc_request(model:str, version:str, tensors:dict, shm:dict|None=None, outputs:dict|None=None) -> bytes:
+    "One gRPC ModelInferRequest with raw input contents (or shared memory regions), serialized."
     from tritonclient.grpc import service_pb2
-    from tritonclient.utils import serialize_byte_tensor
     req = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for name, arr in tensors.items():
         t = req.inputs.add(); t.name, t.datatype = name, _dtype_name(arr); t.shape.extend(arr.shape)
-        req.raw_input_contents.append(serialize_byte_tensor(arr).item() if arr.dtype == np.object_ else arr.tobytes())
+        if shm: _shm_parameters(t.parameters, *shm[name])
+        else: req.raw_input_contents.append(tensor_bytes(arr))
+    for name, (region, size) in (outputs or {}).items():
+        o = req.outputs.add(); o.name = name; _shm_parameters(o.parameters, region, size)
     return req.SerializeToString()
+
+def _shm_parameters(params, region:str, size:int):
+    params['shared_memory_region'].string_param = region
+    params['shared_memory_byte_size'].int64_param = size
+
+def tensor_bytes(arr:np.ndarray) -> bytes:
+    "A tensor's bytes as Triton reads them (BYTES: each element after its 4-byte little-endian length)."
+    from tritonclient.utils import serialize_byte_tensor
+    return serialize_byte_tensor(arr).item() if arr.dtype == np.object_ else arr.tobytes()
 
 def _dtype_name(arr) -> str: return next(k for k, v in _NP.items() if np.dtype(v) == arr.dtype)
 
@@ -188,7 +210,7 @@ def http_caller(url:str):
         data = r.read()
         t3 = time.perf_counter()
         if r.status != 200: raise PerfError(_error_text(data, f'HTTP {r.status}'))
-        return t0, t1, t2, t3
+        return t0, t1, t2, t3, 1
     return call
 
 def grpc_caller(url:str):
@@ -196,12 +218,14 @@ def grpc_caller(url:str):
     import grpc
     opts = [('grpc.max_send_message_length', -1), ('grpc.max_receive_message_length', -1)]
     infer = grpc.insecure_channel(url, options=opts).unary_unary('/inference.GRPCInferenceService/ModelInfer')  # bytes in, bytes out
+    from tritonclient.grpc import service_pb2
     def call(req):
         t0 = time.perf_counter()
-        try: infer(req, timeout=60)
+        try: raw = infer(req, timeout=60)
         except grpc.RpcError as e: raise PerfError(e.details() or str(e.code())) from None
-        t3 = time.perf_counter()
-        return t0, t0, t3, t3
+        t2 = time.perf_counter()
+        service_pb2.ModelInferResponse.FromString(raw)      # the unmarshalling perf_analyzer's client does
+        return t0, t0, t2, time.perf_counter(), 1
     return call
 
 def _error_text(data:bytes, default:str) -> str:
@@ -225,6 +249,8 @@ class LoadSpec:
     requests: list
     rate: float | None = None
     start: float = 0.0          # perf_counter time of the schedule's first request (set by the LoadGenerator)
+    is_async: bool = False      # --async: each worker's share in flight from one thread (asyncio), not a thread each
+    streaming: bool = False     # --streaming: the worker's requests on one gRPC bidirectional stream
 
 def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
     "A worker process: `threads` senders; answers each 'flush' with its new timestamps (and errors), stops on 'stop'."
@@ -245,7 +271,9 @@ def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
             except Exception as e:
                 errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__); stop.wait(0.05)
             if not spec.rate: i += workers
-    pool = [threading.Thread(target=sender, daemon=True) for _ in range(threads)]
+    if spec.is_async:   # one thread, all `threads` requests in flight from its event loop
+        pool = [threading.Thread(target=lambda: asyncio.run(_async_senders(spec, index, workers, threads, stop, records, errors)), daemon=True)]
+    else: pool = [threading.Thread(target=sender, daemon=True) for _ in range(threads)]
     for t in pool: t.start()
     while True:
         msg = conn.recv()
@@ -253,7 +281,7 @@ def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
             stop.set()
             for t in pool: t.join(5)
         taken = records[:]; del records[:len(taken)]       # appends after the copy stay for the next window
-        conn.send((np.array(taken, dtype=np.float64).reshape(-1, 4), errors[:5])); del errors[:]
+        conn.send((np.array(taken, dtype=np.float64).reshape(-1, 5), errors[:5])); del errors[:]
         if msg == 'stop': return
 
 # %% ../nbs/10b_perf.ipynb #8ddd020e
@@ -289,6 +317,138 @@ class LoadGenerator:
             p.join(5)
             if p.is_alive(): p.kill()
 
+# %% ../nbs/10b_perf.ipynb #038af5fb
+async def _async_senders(spec:LoadSpec, index:int, workers:int, n:int, stop, records:list, errors:list):
+    "`n` requests kept in flight (or sent on the rate schedule) by coroutines of this one thread."
+    if spec.protocol == 'http': calls = [await async_http_caller(spec.url) for _ in range(n)]
+    else: calls = [await (async_stream_caller if spec.streaming else async_grpc_caller)(spec.url)] * n
+    nxt = [0]
+    async def sender(call):
+        i = index
+        while not stop.is_set():
+            if spec.rate:
+                i, nxt[0] = index + nxt[0] * workers, nxt[0] + 1          # one thread: no lock
+                while (delay := spec.start + i / spec.rate - time.perf_counter()) > 0 and not stop.is_set():
+                    await asyncio.sleep(min(delay, 0.05))
+                if stop.is_set(): break
+            try:
+                if (record := await call(spec.requests[i % len(spec.requests)])): records.append(record)
+            except Exception as e:
+                errors.append(str(e).splitlines()[0] if str(e) else type(e).__name__); await asyncio.sleep(0.05)
+            if not spec.rate: i += workers
+    await asyncio.gather(*(sender(c) for c in calls))
+
+# %% ../nbs/10b_perf.ipynb #317b8567
+async def async_http_caller(url:str):
+    "A coroutine function sending one prepared HTTP request on its own kept-alive connection; returns 4 timestamps."
+    host, _, port = url.rpartition(':')
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.get_extra_info('socket').setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    async def call(req):
+        path, body, headers = req
+        head = ''.join(f'{k}: {v}\r\n' for k, v in headers.items())
+        t0 = time.perf_counter()
+        writer.write(f'POST {path} HTTP/1.1\r\nHost: {url}\r\nContent-Length: {len(body)}\r\n{head}\r\n'.encode())
+        writer.write(body)
+        await writer.drain()
+        t1 = time.perf_counter()
+        status, fields = await _read_head(reader)
+        t2 = time.perf_counter()
+        data = await _read_body(reader, fields)
+        t3 = time.perf_counter()
+        if status != 200: raise PerfError(_error_text(data, f'HTTP {status}'))
+        return t0, t1, t2, t3, 1
+    return call
+
+async def _read_head(reader) -> tuple:
+    "(status, {lower-case header: value}) of an HTTP/1.1 response."
+    line = await reader.readline()
+    if not line: raise PerfError('the server closed the connection')
+    fields = {}
+    while (h := await reader.readline()) not in (b'\r\n', b''):
+        k, _, v = h.decode('latin-1').partition(':'); fields[k.strip().lower()] = v.strip()
+    return int(line.split()[1]), fields
+
+async def _read_body(reader, fields:dict) -> bytes:
+    "The body, by Content-Length or chunked."
+    if 'chunked' not in fields.get('transfer-encoding', ''): return await reader.readexactly(int(fields.get('content-length', 0)))
+    chunks = []
+    while (size := int((await reader.readline()).split(b';')[0], 16)):
+        chunks.append(await reader.readexactly(size)); await reader.readline()
+    await reader.readline()
+    return b''.join(chunks)
+
+async def async_grpc_caller(url:str):
+    "A coroutine function sending one serialized ModelInferRequest on a grpc.aio channel; returns 4 timestamps."
+    import grpc
+    opts = [('grpc.max_send_message_length', -1), ('grpc.max_receive_message_length', -1)]
+    infer = grpc.aio.insecure_channel(url, options=opts).unary_unary('/inference.GRPCInferenceService/ModelInfer')
+    from tritonclient.grpc import service_pb2
+    async def call(req):
+        t0 = time.perf_counter()
+        try: raw = await infer(req, timeout=60)
+        except grpc.aio.AioRpcError as e: raise PerfError(e.details() or str(e.code())) from None
+        t2 = time.perf_counter()
+        service_pb2.ModelInferResponse.FromString(raw)
+        return t0, t0, t2, time.perf_counter(), 1
+    return call
+
+# %% ../nbs/10b_perf.ipynb #fe3a5514
+def stream_request(req:bytes, request_id:str) -> bytes:
+    "A prepared ModelInferRequest with an id: protobuf merges concatenated messages, so nothing is re-encoded."
+    from tritonclient.grpc import service_pb2
+    return req + service_pb2.ModelInferRequest(id=request_id).SerializeToString()
+
+def _final_response_flag() -> bytes:
+    "The bytes that add perf_analyzer's `triton_enable_empty_final_response: true` to a prepared request."
+    from tritonclient.grpc import service_pb2
+    m = service_pb2.ModelInferRequest(); m.parameters['triton_enable_empty_final_response'].bool_param = True
+    return m.SerializeToString()
+
+async def async_stream_caller(url:str):
+    "A coroutine function sending one prepared request on this worker's stream; its timestamps once its final response came."
+    import grpc
+    from tritonclient.grpc import service_pb2
+    opts = [('grpc.max_send_message_length', -1), ('grpc.max_receive_message_length', -1)]
+    stream = grpc.aio.insecure_channel(url, options=opts).stream_stream('/inference.GRPCInferenceService/ModelStreamInfer')()
+    pending, ids, writing = {}, iter(range(1 << 62)), asyncio.Lock()   # grpc.aio takes one write at a time
+    async def read():
+        try:
+            async for raw in stream:
+                r = service_pb2.ModelStreamInferResponse.FromString(raw)
+                rid = r.infer_response.id
+                if r.error_message:
+                    for fut, _ in ([pending.pop(rid)] if rid in pending else [pending.pop(k) for k in list(pending)]):
+                        fut.set_exception(PerfError(r.error_message))
+                    continue
+                if rid not in pending: continue
+                fut, times = pending[rid]
+                if len(r.infer_response.outputs): times.append(time.perf_counter())
+                final = r.infer_response.parameters.get('triton_final_response')
+                if final is None or final.bool_param:
+                    del pending[rid]; fut.set_result(times)
+        except grpc.aio.AioRpcError as e:
+            for fut, _ in pending.values(): fut.set_exception(PerfError(e.details() or str(e.code())))
+            pending.clear()
+    reader = asyncio.ensure_future(read())
+    async def call(req):
+        rid = str(next(ids))
+        fut = asyncio.get_running_loop().create_future()
+        pending[rid] = (fut, [])
+        t0 = time.perf_counter()
+        async with writing: await stream.write(stream_request(req, rid))
+        t1 = time.perf_counter()
+        times = await asyncio.wait_for(fut, 60)
+        return (t0, t1, times[-1], times[-1], len(times)) if times else None    # only an empty final response: dropped
+    call.reader = reader
+    return call
+
+# %% ../nbs/10b_perf.ipynb #ec16b2a8
+def max_in_flight(records:np.ndarray) -> int:
+    "The most requests in flight at one time, from their (start, ..., end) timestamps."
+    events = sorted([(t, 1) for t in records[:, 0]] + [(t, -1) for t in records[:, 3]], key=lambda e: (e[0], e[1]))
+    return int(max(np.cumsum([d for _, d in events]), default=0))
+
 # %% ../nbs/10b_perf.ipynb #26976f65
 _PHASES = ('success', 'queue', 'compute_input', 'compute_infer', 'compute_output')
 
@@ -318,6 +478,11 @@ def latencies(self:Window) -> np.ndarray: return (self.records[:, 3] - self.reco
 
 @patch(as_prop=True)
 def throughput(self:Window) -> float: return len(self.records) * self.batch / self.duration
+
+@patch(as_prop=True)
+def response_throughput(self:Window) -> float:
+    "Responses per second: perf_analyzer's 'Response Throughput' of a decoupled model (empty final responses not counted)."
+    return float(self.records[:, 4].sum()) / self.duration
 
 @patch
 def latency(self:Window, percentile:int|None=None) -> float:
@@ -361,12 +526,13 @@ class Level:
     window: Window
     stable: bool
     trials: int
+    decoupled: bool = False     # report the response throughput too
 
 def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
     "Load the server at one level until perf_analyzer's stability rule holds (or --max-trials); the Level."
     rate = args.mode == 'Request Rate'
     threads = min(args.max_threads, max(1, math.ceil(value * 0.05))) if rate else int(value)   # rate: 50 ms of requests in flight
-    spec.rate = value if rate else None
+    spec.rate, spec.is_async, spec.streaming = (value if rate else None), args.is_async, args.streaming
     gen = LoadGenerator(spec, threads)
     try:
         windows = []
@@ -380,7 +546,7 @@ def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
             if is_stable(windows, args.stability_percentage, args.percentile): break
     finally: gen.stop()
     stable = is_stable(windows, args.stability_percentage, args.percentile)
-    return Level(args.mode, value, merge(windows[-STABILITY_WINDOW:]), stable, len(windows))
+    return Level(args.mode, value, merge(windows[-STABILITY_WINDOW:]), stable, len(windows), getattr(args, 'decoupled', False))
 
 def _latency_name(percentile) -> str: return f'p{percentile} latency' if percentile else 'Avg latency'
 
@@ -405,9 +571,12 @@ def report(self:Level, protocol:str='http', percentile:int|None=None) -> str:
     s = w.server
     parts = {p: w.server_usec(p) for p in _PHASES}
     overhead = max(0.0, parts['success'] - sum(parts[p] for p in _PHASES[1:]))
-    return '\n'.join([head, '  Client: ', f'    Request count: {len(us)}', f'    Throughput: {w.throughput:.2f} infer/sec',
+    responses = [f'    Response Throughput: {w.response_throughput:.2f} infer/sec'] if self.decoupled else []
+    wire = (f'    Avg HTTP time: {send + wait + recv:.0f} usec (send/recv {send + recv:.0f} usec + response wait {wait:.0f} usec)' if protocol == 'http' else
+            f'    Avg gRPC time: {send + wait + recv:.0f} usec ((un)marshal request/response {send + recv:.0f} usec + response wait {wait:.0f} usec)')
+    return '\n'.join([head, '  Client: ', f'    Request count: {len(us)}', f'    Throughput: {w.throughput:.2f} infer/sec', *responses,
         f'    Avg latency: {w.latency():.0f} usec (standard deviation {us.std() if len(us) else 0:.0f} usec)', *pcts,
-        f'    Avg {"HTTP" if protocol == "http" else "gRPC"} time: {send + wait + recv:.0f} usec (send/recv {send + recv:.0f} usec + response wait {wait:.0f} usec)',
+        wire,
         '  Server: ', f'    Inference count: {s.get("inference_count", 0)}', f'    Execution count: {s.get("execution_count", 0)}',
         f'    Successful request count: {s.get("success_count", 0)}',
         f'    Avg request latency: {parts["success"]:.0f} usec (overhead {overhead:.0f} usec + queue {parts["queue"]:.0f} usec + '
@@ -438,13 +607,15 @@ def csv_row(self:Level) -> list:
     network = max(0.0, avg - send - recv - sum(server))
     pcts = [float(np.percentile(w.latencies, p)) if len(r) else 0.0 for p in (50, 90, 95, 99)]
     value = int(self.value) if self.mode == 'Concurrency' else self.value
-    return [value, round(w.throughput, 2), *[round(x) for x in (send, network, *server, recv, *pcts, avg, send + recv, wait)]]
+    responses = [round(w.response_throughput, 2)] if self.decoupled else []
+    return [value, round(w.throughput, 2), *responses, *[round(x) for x in (send, network, *server, recv, *pcts, avg, send + recv, wait)]]
 
 def write_csv(path, levels:list):
     "perf_analyzer's -f file."
     with open(path, 'w', newline='') as f:
         out = csv.writer(f)
-        out.writerow([levels[0].mode] + CSV_COLUMNS)
+        columns = CSV_COLUMNS[:1] + ['Response Throughput'] * levels[0].decoupled + CSV_COLUMNS[1:]
+        out.writerow([levels[0].mode] + columns)
         for l in levels: out.writerow(l.csv_row())
 
 # %% ../nbs/10b_perf.ipynb #b8a4230e
@@ -461,7 +632,7 @@ def connect(args):
     return grpcclient.InferenceServerClient(args.url)
 
 def model_info(client, args) -> tuple:
-    "(metadata, max_batch_size) of the model, or PerfError with the server's words."
+    "(metadata, max_batch_size, decoupled) of the model, or PerfError with the server's words."
     from tritonclient.utils import InferenceServerException
     as_json = {} if args.protocol == 'http' else {'as_json': True}
     try:
@@ -469,7 +640,10 @@ def model_info(client, args) -> tuple:
         config = client.get_model_config(args.model, args.model_version, **as_json)
     except InferenceServerException as e: raise PerfError(f'failed to get model metadata: {e.message()}') from None
     config = config.get('config', config)
-    return meta, int(config.get('max_batch_size', 0))
+    decoupled = bool(config.get('model_transaction_policy', {}).get('decoupled', False))
+    if decoupled and not args.streaming:
+        raise PerfError('Decoupled models must be run with `--async` and `--streaming` and either `-i grpc` or `--service-kind=triton_c_api`')
+    return meta, int(config.get('max_batch_size', 0)), decoupled
 
 def stats_reader(client, args):
     "A function reading the model's server-side counters (statistics extension)."
@@ -484,13 +658,22 @@ def stats_reader(client, args):
 def run(args, log=print) -> list:
     "Measure every level of `args`; the Levels (the report goes to `log`)."
     client = connect(args)
-    meta, max_batch = model_info(client, args)
+    meta, max_batch, args.decoupled = model_info(client, args)
     specs = input_shapes(meta, max_batch, args.batch_size, args.shapes)
-    build = http_request if args.protocol == 'http' else grpc_request
-    requests = [build(args.model, args.model_version, step) for step in data_steps(args, specs, max_batch > 0)]
-    spec = LoadSpec(args.protocol, args.url, requests)
-    (http_caller if args.protocol == 'http' else grpc_caller)(args.url)(requests[0])   # one request first: errors are clear
-    stats = stats_reader(client, args)
+    steps = data_steps(args, specs, max_batch > 0)
+    mem = SystemSharedMemory(client) if args.shared_memory == 'system' else None
+    try:
+        ins, outs = shm_regions(mem, steps, meta, max_batch, args) if mem else ([None] * len(steps), None)
+        build = http_request if args.protocol == 'http' else grpc_request
+        requests = [build(args.model, args.model_version, step, i, outs) for step, i in zip(steps, ins)]
+        if args.streaming: requests = [r + _final_response_flag() for r in requests]
+        return measure(args, LoadSpec(args.protocol, args.url, requests, is_async=args.is_async, streaming=args.streaming), stats_reader(client, args), log)
+    finally:
+        if mem: mem.close()
+
+def measure(args, spec:LoadSpec, stats, log=print) -> list:
+    "Check one request, then measure every level and report as perf_analyzer does."
+    first_request(spec)                        # one request first: errors are clear
     log(settings_report(args))
     levels = []
     for value in args.levels:
@@ -506,6 +689,15 @@ def run(args, log=print) -> list:
     if args.latency_report_file: write_csv(args.latency_report_file, levels)
     return levels
 
+def first_request(spec:LoadSpec):
+    "Send the first prepared request the way the load will (a decoupled model answers only on a stream)."
+    if not spec.streaming: return (http_caller if spec.protocol == 'http' else grpc_caller)(spec.url)(spec.requests[0])
+    async def once():
+        call = await async_stream_caller(spec.url)
+        try: return await call(spec.requests[0])
+        finally: call.reader.cancel()
+    return asyncio.run(once())
+
 def main(argv=None) -> int:
     "`triton-mini perf` / `python -m triton_mini.perf`: 0, or 1 with a one-line error."
     try:
@@ -517,4 +709,57 @@ def main(argv=None) -> int:
     print(f'error: {msg.splitlines()[0] if msg else "failed"}', file=sys.stderr)
     return 1
 
+# %% ../nbs/10b_perf.ipynb #351ae129
+def region_name(tensor:str) -> str:
+    "perf_analyzer's region name for a tensor: its name without slashes."
+    return tensor.replace('/', '').replace('\\', '')
+
+def output_bytes(datatype:str, dims:list, variable_size:int) -> int:
+    "Bytes of one batch item of an output, or `variable_size` when the metadata cannot say (BYTES, a -1 dimension)."
+    if datatype == 'BYTES' or any(d < 0 for d in dims): return variable_size
+    return int(np.prod(dims)) * np.dtype(_NP[datatype]).itemsize
+
+# %% ../nbs/10b_perf.ipynb #c7a447bd
+class SystemSharedMemory:
+    "The run's system shared-memory regions: created, filled and registered with the server; `close` undoes it."
+    def __init__(self, client):
+        self.client, self.regions, self.prefix = client, [], f'/triton_mini_perf_{os.getpid()}_'
+
+    def add(self, name:str, data:bytes|int) -> tuple:
+        "A region holding `data` (or `data` empty bytes), registered as `name`; (name, byte size)."
+        import tritonclient.utils.shared_memory as shm
+        from tritonclient.utils import InferenceServerException
+        size = len(data) if isinstance(data, bytes) else data
+        try:
+            handle = shm.create_shared_memory_region(name, self.prefix + name, size, create_only=True)
+            self.regions.append((name, handle, False))
+            if isinstance(data, bytes): shm.set_shared_memory_region(handle, [np.frombuffer(data, np.uint8)])
+            self.client.register_system_shared_memory(name, self.prefix + name, size)
+        except shm.SharedMemoryException as e: raise PerfError(f'cannot create shared memory region {name}: {e}') from None
+        except InferenceServerException as e: raise PerfError(f'failed to register shared memory region {name}: {e.message()}') from None
+        self.regions[-1] = (name, handle, True)
+        return name, size
+
+    def close(self):
+        "Unregister every region from the server and unlink it."
+        import tritonclient.utils.shared_memory as shm
+        for name, handle, registered in self.regions:
+            try:
+                if registered: self.client.unregister_system_shared_memory(name)
+            except Exception: pass                       # a server gone by now has nothing to unregister
+            shm.destroy_shared_memory_region(handle)
+        self.regions = []
+
+# %% ../nbs/10b_perf.ipynb #b42f15db
+def shm_regions(mem:SystemSharedMemory, steps:list, meta:dict, max_batch_size:int, args) -> tuple:
+    "perf_analyzer's regions: ([{input: (region, size)} per data step], {output: (region, size)})."
+    inputs = [{name: mem.add(f'{region_name(name)}_0_{i}', tensor_bytes(arr)) for name, arr in step.items()}
+              for i, step in enumerate(steps)]
+    outputs = {}
+    for o in meta.get('outputs', []):
+        dims = [int(d) for d in o['shape']][1 if max_batch_size > 0 else 0:]
+        outputs[o['name']] = mem.add(region_name(o['name']), output_bytes(o['datatype'], dims, args.output_shared_memory_size) * args.batch_size)
+    return inputs, outputs
+
+# %% ../nbs/10b_perf.ipynb #08022590
 if __name__ == '__main__' and sys.argv[0].endswith('perf.py'): sys.exit(main())
