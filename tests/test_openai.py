@@ -24,7 +24,8 @@ class TritonPythonModel:
                 sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", np.array([f"w{n} "], dtype=object))]))
                 n += 1
                 time.sleep(0.02)
-            open(os.path.join(self.dir, "made"), "w").write(str(n))
+            with open(os.path.join(self.dir, "made.tmp"), "w") as f: f.write(str(n))
+            os.replace(os.path.join(self.dir, "made.tmp"), os.path.join(self.dir, "made"))   # whole, or not there
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 '''
 ECHO = '''
@@ -117,7 +118,7 @@ def test_errors_are_openai_shaped(endpoint):
 
 
 def test_a_client_that_leaves_mid_stream_stops_the_model(endpoint):
-    "Issue 15's check: disconnect after 3 tokens of a 200-token generation; the model stops within 1 s."
+    "Issue 15's check: disconnect after 3 tokens of a 200-token generation; the model stops early (under 60 tokens)."
     client, repo = endpoint
     made = repo / 'words' / 'made'
     made.unlink(missing_ok=True)
@@ -125,8 +126,10 @@ def test_a_client_that_leaves_mid_stream_stops_the_model(endpoint):
     for i, _ in zip(range(3), stream): pass
     stream.close()
     t = time.monotonic()
-    while not made.exists() and time.monotonic() - t < 5: time.sleep(0.01)
-    assert made.exists() and time.monotonic() - t < 1.0, 'the model did not stop within 1 s'
+    while not made.exists() and time.monotonic() - t < 10: time.sleep(0.01)
+    # the model's own count, not a stopwatch: 200 tokens asked, 20 ms apart; stopping within ~1 s of the disconnect
+    # leaves it under 60 (a model that runs on makes all 200)
+    assert made.exists(), 'the model did not stop within 10 s'
     assert int(made.read_text()) < 60
 
 
