@@ -19,6 +19,8 @@ Adaptations, each one named where it happens:
 - The example models in XGBoost's legacy binary format (`xgboost`, `xgboost_shap`: no `--format`) are not generated
   when the installed XGBoost is 3.1 or later: those can no longer write that format (the file would be UBJSON under
   the legacy name, which neither the QA's ground truth nor the backend reads as such); the QA container had 2.1.
+  `xgboost_shap` would fail on triton-mini anyway: it asks for `treeshap_output` (Shapley values, which Triton's FIL
+  backend computes on CPUs with linear TreeSHAP), and triton-mini computes none (nbs/04d_fil_backend.ipynb).
 - `np.product` for the client: test_model.py calls it, and NumPy 2 removed it (the QA container had NumPy 1.x: cuML
   24.08 pins numpy<2). NUMPY1_PLUGIN, loaded with `-p`, puts the alias back in the client's process only.
 """
