@@ -12,7 +12,10 @@ Judges a test can be skipped for want of, and how CI insists on them:
 - `oracle` (the real Triton 2.51: tools/real_triton.py installs it from PyPI), `examples` (Triton's example client
   programs, tests/test_triton_examples.py), `qa` (Triton's QA corpus, ../shared/triton-qa or $TRITON_QA_DIR), `python_qa`
   (the server repository's git directory for its Python-backend QA, tests/test_triton_python_qa.py: $TRITON_SERVER_REPO,
-  unset by default while that judge is in its first stage, e.g. /work/.mirror/triton-inference-server+server/repo), `browser`
+  unset by default while that judge is in its first stage, e.g. /work/.mirror/triton-inference-server+server/repo), `fil_qa`
+  (the FIL backend's end-to-end QA, tests/test_fil_qa.py: $TRITON_FIL_BACKEND_REPO and $RAPIDS_TRITON_REPO, git
+  directories of fil_backend and rapids-triton, which .ci/run takes from the mirrors, plus scikit-learn, pandas and
+  cuda-python), `browser`
   (chromium and chromedriver, tests/test_docs_site.py), `cells` (the modules a notebook cell marked `#| needs: MODULE`
   imports: nbs/12_ray_serve.ipynb's, with the ray extra). Without one, its tests skip and the closing summary counts them.
 - `TRITON_MINI_REQUIRE=oracle,qa,browser` (comma-separated; `all` for every judge) turns each of those skips into a

@@ -53,16 +53,18 @@ def trained():
 
 MODELS = trained()
 # (model, mode) -> (output dims, output_class, predict_proba, threshold, expected answer from the library's own prediction)
+# A one-value answer is [rows], not [rows, 1]: Triton's FIL backend removes each 1 from the output's dims (RAPIDS-Triton's
+# squeeze_output; fil_backend's qa/L0_e2e compares its regression model's answer with a 1-D ground truth).
 CASES = {}
 for name, (_, _, _, predict, classes) in MODELS.items():
     p = predict(ROWS).astype(np.float32)
-    if classes == 0: CASES[(name, 'value')] = (1, 'false', None, None, p[:, None])
+    if classes == 0: CASES[(name, 'value')] = (1, 'false', None, None, p)
     elif classes == 1:
-        CASES[(name, 'class')] = (1, 'true', 'false', '0.5', (p > 0.5).astype(np.float32)[:, None])
-        CASES[(name, 'class at 0.8')] = (1, 'true', None, '0.8', (p > 0.8).astype(np.float32)[:, None])
+        CASES[(name, 'class')] = (1, 'true', 'false', '0.5', (p > 0.5).astype(np.float32))
+        CASES[(name, 'class at 0.8')] = (1, 'true', None, '0.8', (p > 0.8).astype(np.float32))
         CASES[(name, 'proba')] = (2, 'true', 'true', '0.5', np.stack([1 - p, p], axis=1))
     else:
-        CASES[(name, 'class')] = (1, 'true', 'false', '0.5', p.argmax(axis=1).astype(np.float32)[:, None])
+        CASES[(name, 'class')] = (1, 'true', 'false', '0.5', p.argmax(axis=1).astype(np.float32))
         CASES[(name, 'proba')] = (3, 'true', 'true', '0.5', p)
 
 

@@ -160,12 +160,12 @@ def client_tests(path:Path) -> list:
     return tests
 
 
-def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, deselect=()) -> dict:
-    """`python3 -m pytest --junitxml=XML TARGET` in the subtest's folder: {test name: (outcome, message)}, outcome one of
+def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, deselect=(), args=()) -> dict:
+    """`python3 -m pytest --junitxml=XML TARGET [ARGS]` in the subtest's folder: {test name: (outcome, message)}, outcome one of
     passed/failed/error/skipped, plus '__output__' with the client's output."""
     targets = [target] if not deselect else [f'{target}::{t}' for t in client_tests(folder / target) if t not in deselect]
     r = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-p', 'no:randomly', '-o', 'addopts=',
-                        f'--junitxml={xml}', *targets], cwd=folder, capture_output=True, text=True, timeout=timeout,
+                        f'--junitxml={xml}', *targets, *args], cwd=folder, capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, **CLIENT_ENV, **(env or {})})
     results = {'__output__': ('', r.stdout[-6000:] + r.stderr[-3000:])}
     if not xml.exists(): return results

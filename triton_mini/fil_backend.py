@@ -121,7 +121,7 @@ class FILInstance(ModelInstance):
         answers, start = [], 0
         for r, x in zip(requests, rows):
             part = out[start:start + len(x)]; start += len(x)
-            shape = (len(x), self.width) if self.config.max_batch_size > 0 else r.inputs['input__0'].shape[:-1] + (self.width,)
+            shape = (len(x), self.width) if self.width != 1 else (len(x),)   # RAPIDS-Triton's squeeze_output
             answers.append(InferenceResponse({'output__0': part.reshape(shape)}))
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return answers
