@@ -10,13 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import perf
+from . import perf, genai_perf
 
 # %% auto #0
-__all__ = ['AnalyzeError', 'build_parser', 'parse_args', 'load_config', 'Candidate', 'default_candidate', 'variant_config',
-           'search_space', 'normalize', 'brute_candidates', 'Measurement', 'best_point', 'rank', 'score',
-           'quick_search', 'write_variant', 'free_port', 'launch', 'stop', 'measure', 'explain', 'plot', 'write_report',
-           'analyze', 'main']
+__all__ = ['KNOBS', 'AnalyzeError', 'build_parser', 'parse_args', 'load_config', 'is_llm', 'Candidate', 'llama_threads',
+           'default_candidate', 'variant_config', 'search_space', 'fits', 'normalize', 'brute_candidates',
+           'Measurement', 'best_point', 'rank', 'score', 'project', 'quick_search', 'write_variant', 'free_port',
+           'launch', 'stop', 'perf_points', 'measure', 'llm_points', 'explain', 'plot', 'write_report', 'analyze',
+           'main']
 
 # %% ../nbs/10c_analyze.ipynb #33071f7e
 class AnalyzeError(Exception):
@@ -37,12 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help='quick: hill climbing one knob at a time (default); brute: every combination')
     p.add_argument('--run-config-search-max-instance-count', dest='max_instances', type=int, default=os.cpu_count() or 1,
                    help='instance counts 1..N (default: the cores)')
+    p.add_argument('--cpu-cores', type=int, default=os.cpu_count() or 1,
+                   help='llama.cpp models: instances x n_threads may use at most this many cores (default: the cores)')
+    p.add_argument('--n-threads', default=None, help='llama.cpp models: n_threads values to try (default 1..CPU_CORES)')
     p.add_argument('--max-queue-delays', default='0,100,1000', help='dynamic batching delays to try, usec (default 0,100,1000)')
     p.add_argument('--max-batch-sizes', default=None, help="max_batch_size values to try with dynamic batching "
                    "(default: powers of 2 up to the largest concurrency, and the model's own)")
     p.add_argument('--concurrency', default='1,2,4,8', help='client concurrencies to measure each config at (default 1,2,4,8)')
     p.add_argument('-p', '--measurement-interval', type=int, default=1000, metavar='MS', help='perf window in ms (default 1000)')
     p.add_argument('--max-trials', type=int, default=3, help='perf windows at most per concurrency (default 3)')
+    p.add_argument('--synthetic-input-tokens-mean', dest='input_tokens', type=int, default=64, help='LLMs: prompt length in words (default 64)')
+    p.add_argument('--output-tokens-mean', dest='output_tokens', type=int, default=32, help='LLMs: max_tokens of each request (default 32)')
     p.add_argument('--objective', choices=('throughput', 'latency'), default='throughput', help='highest throughput (default) or lowest p99')
     p.add_argument('--latency-budget-ms', '--latency-budget', dest='budget_ms', type=float, default=None, help='p99 latency constraint, ms')
     p.add_argument('--export-path', default='analyze_results', help='results, plots and reports go here (default ./analyze_results)')
@@ -57,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.concurrency = _ints(args.concurrency, '--concurrency')
     args.max_queue_delays = _ints(args.max_queue_delays, '--max-queue-delays')
     args.max_batch_sizes = _ints(args.max_batch_sizes, '--max-batch-sizes') if args.max_batch_sizes else None
+    args.n_threads = _ints(args.n_threads, '--n-threads') if args.n_threads else None
+    if args.cpu_cores < 1 or (args.n_threads and args.n_threads[0] < 1): raise AnalyzeError('--cpu-cores and --n-threads must be >= 1')
+    if args.input_tokens < 1 or args.output_tokens < 1: raise AnalyzeError('--synthetic-input-tokens-mean and --output-tokens-mean must be >= 1')
     if args.concurrency[0] < 1 or args.max_instances < 1 or args.top < 1: raise AnalyzeError('--concurrency, --run-config-search-max-instance-count and --num-top-model-configs must be >= 1')
     if args.measurement_interval <= 0 or args.max_trials < 1: raise AnalyzeError('--measurement-interval and --max-trials must be positive')
     args.export_path = Path(args.export_path)
@@ -76,8 +85,14 @@ def load_config(repo:Path, model:str):
     try: config = text_format.Parse((folder / 'config.pbtxt').read_text(), model_config_pb2.ModelConfig())
     except text_format.ParseError as e: raise AnalyzeError(f'{folder}/config.pbtxt: {e}') from None
     if config.platform == 'ensemble': raise AnalyzeError(f"'{model}' is an ensemble: analyze its composing models")
-    if config.model_transaction_policy.decoupled: raise AnalyzeError(f"'{model}' is decoupled: perf measures one response per request")
+    if config.model_transaction_policy.decoupled and not is_llm(config):
+        raise AnalyzeError(f"'{model}' is decoupled: perf measures one response per request")
     return folder, config
+
+def is_llm(config) -> bool:
+    "A text-in, text-out model that genai-perf drives: an input and an output with the names it looks for."
+    ins, outs = {i.name for i in config.input}, {o.name for o in config.output}
+    return bool(ins & set(genai_perf.PROMPT_INPUTS)) and bool(outs & set(genai_perf.TEXT_OUTPUTS))
 
 # %% ../nbs/10c_analyze.ipynb #27d727d8
 @dataclass(frozen=True, order=True)
@@ -86,18 +101,26 @@ class Candidate:
     instances: int
     delay_us: int | None
     max_batch_size: int
+    n_threads: int | None = None    # llama.cpp threads per instance (None: not a llama.cpp model)
 
     def describe(self) -> str:
         "The variant in words, for the report."
         inst = f'{self.instances} instance{"s" if self.instances > 1 else ""}'
+        if self.n_threads is not None: inst += f' x {self.n_threads} llama.cpp thread{"s" if self.n_threads > 1 else ""}'
         if self.delay_us is None: return f'{inst}, no dynamic batching'
         return f'{inst}, dynamic batching (max_queue_delay {self.delay_us} us, max_batch_size {self.max_batch_size})'
+
+def llama_threads(config) -> int | None:
+    "The config's `n_threads` parameter (llama.cpp threads per instance), None when it has none."
+    if 'n_threads' not in config.parameters: return None
+    try: return max(1, int(config.parameters['n_threads'].string_value))
+    except ValueError: raise AnalyzeError(f"parameter n_threads must be an integer, not {config.parameters['n_threads'].string_value!r}") from None
 
 def default_candidate(config) -> Candidate:
     "The model's own config as a Candidate: the baseline every search measures (Model Analyzer's `_config_default`)."
     count = sum(g.count or 1 for g in config.instance_group) or 1
     delay = config.dynamic_batching.max_queue_delay_microseconds if config.HasField('dynamic_batching') else None
-    return Candidate(count, delay, config.max_batch_size)
+    return Candidate(count, delay, config.max_batch_size, llama_threads(config))
 
 def variant_config(config, cand:Candidate, name:str):
     "A copy of `config` named `name` with the candidate's knobs; other fields (inputs, parameters, ...) untouched."
@@ -110,35 +133,47 @@ def variant_config(config, cand:Candidate, name:str):
     del c.instance_group[:]; c.instance_group.append(group)
     if cand.delay_us is None: c.ClearField('dynamic_batching')
     else: c.dynamic_batching.max_queue_delay_microseconds = cand.delay_us
+    if cand.n_threads is not None: c.parameters['n_threads'].string_value = str(cand.n_threads)
     return c
 
-# %% ../nbs/10c_analyze.ipynb #50c10801
+# %% ../nbs/10c_analyze.ipynb #dae35850
+KNOBS = ('instances', 'delay_us', 'max_batch_size', 'n_threads')
+
 def search_space(args, config) -> dict:
-    "The values of each knob the search may try."
+    "The values of each knob the search may try, and the cores llama.cpp threads must fit in (None: no bound)."
     batches = config.max_batch_size > 0 and not config.HasField('sequence_batching')
     top = max(args.concurrency)
     sizes = args.max_batch_sizes or sorted({2 ** k for k in range(1, top.bit_length() + 1) if 2 ** k <= max(2, top)} | {config.max_batch_size})
+    llama = llama_threads(config) is not None
     return {'instances': list(range(1, args.max_instances + 1)),
             'delay_us': [None] + args.max_queue_delays if batches else [None],
-            'max_batch_size': [s for s in sizes if s > 0] if batches else [config.max_batch_size]}
+            'max_batch_size': [s for s in sizes if s > 0] if batches else [config.max_batch_size],
+            'n_threads': (args.n_threads or list(range(1, args.cpu_cores + 1))) if llama else [None],
+            'cores': args.cpu_cores if llama else None}
+
+def fits(c:Candidate, cores:int|None) -> bool:
+    "Whether the candidate's llama.cpp threads, instances x n_threads, fit in `cores`."
+    return c.n_threads is None or cores is None or c.instances * c.n_threads <= cores
 
 def normalize(c:Candidate, default:Candidate) -> Candidate:
     "With the batcher off, max_batch_size is the model's own: one candidate, not one per size."
     return replace(c, max_batch_size=default.max_batch_size) if c.delay_us is None else c
 
 def brute_candidates(space:dict, default:Candidate) -> list:
-    "Every combination (Model Analyzer's brute search), the model's own config first."
-    combos = {normalize(Candidate(*v), default) for v in itertools.product(space['instances'], space['delay_us'], space['max_batch_size'])}
-    return [default] + sorted(combos - {default}, key=lambda c: (c.instances, c.delay_us is not None, c.delay_us or 0, c.max_batch_size))
+    "Every combination that fits the cores (Model Analyzer's brute search), the model's own config first."
+    combos = {normalize(Candidate(*v), default) for v in itertools.product(*(space[k] for k in KNOBS))}
+    combos = {c for c in combos if fits(c, space['cores'])}
+    return [default] + sorted(combos - {default}, key=lambda c: (c.instances, c.delay_us is not None, c.delay_us or 0, c.max_batch_size, c.n_threads or 0))
 
 # %% ../nbs/10c_analyze.ipynb #70ad8113
 @dataclass
 class Measurement:
     "One config at one concurrency, as perf measured it."
     concurrency: int
-    throughput: float    # infer/s
+    throughput: float    # per second, in `unit`
     p99_ms: float
     avg_ms: float
+    unit: str = 'infer/sec'   # what `throughput` counts: inferences, or an LLM's requests
 
 def best_point(ms:list, objective:str='throughput', budget_ms:float|None=None) -> tuple:
     "(the config's best Measurement, whether it meets the budget)."
@@ -159,6 +194,13 @@ def score(ms:list, objective:str, budget_ms:float|None) -> tuple:
     m, ok = best_point(ms, objective, budget_ms)
     return (1, m.throughput if objective == 'throughput' else -m.p99_ms) if ok else (0, -m.p99_ms)
 
+def project(c:Candidate, knob:str, cores:int|None) -> Candidate:
+    "After moving `knob`, the nearest config whose threads fit the cores: the other of instances and n_threads gives way."
+    if fits(c, cores): return c
+    if knob == 'instances': return replace(c, n_threads=max(1, cores // c.instances))
+    if knob == 'n_threads': return replace(c, instances=max(1, cores // c.n_threads))
+    return c
+
 def quick_search(space:dict, default:Candidate, measure, objective:str='throughput', budget_ms:float|None=None) -> dict:
     "Coordinate ascent over the knobs from `default`; {candidate: measurements} of every config it measured."
     results = {}
@@ -168,11 +210,11 @@ def quick_search(space:dict, default:Candidate, measure, objective:str='throughp
     here = default
     while True:
         start = here
-        for knob in ('instances', 'delay_us', 'max_batch_size'):
+        for knob in KNOBS:
             if knob == 'max_batch_size' and here.delay_us is None: continue
             for v in space[knob]:
-                c = normalize(replace(here, **{knob: v}), default)
-                if s(c) > s(here): here = c
+                c = project(normalize(replace(here, **{knob: v}), default), knob, space['cores'])
+                if fits(c, space['cores']) and s(c) > s(here): here = c
         if here == start: return results
 
 # %% ../nbs/10c_analyze.ipynb #83da92f2
@@ -220,35 +262,65 @@ def stop(proc):
         try: proc.wait(30)
         except subprocess.TimeoutExpired: proc.kill(); proc.wait()
 
+def perf_points(args, url:str) -> list:
+    "perf's measurement of the served model at each concurrency."
+    pargs = perf.parse_args(['-m', args.model, '-u', url, '-p', str(args.measurement_interval),
+                             '--max-trials', str(args.max_trials), '--percentile', '99'])
+    pargs.levels = args.concurrency
+    levels = perf.run(pargs, log=lambda *_: None)
+    return [Measurement(int(l.value), l.window.throughput, l.window.latency(99) / 1000, l.window.latency() / 1000) for l in levels]
+
 def measure(args, folder:Path, config, cand:Candidate, log=print) -> list:
     "Serve the candidate and measure it at each concurrency: [Measurement], or [] if it failed."
+    points = llm_points if is_llm(config) else perf_points
     with tempfile.TemporaryDirectory(prefix='triton_mini_analyze_') as tmp:
         write_variant(folder, Path(tmp) / 'repo' / args.model, variant_config(config, cand, args.model))
         try:
             proc, port = launch(Path(tmp) / 'repo', args.model, Path(tmp) / 'server.log')
-            try:
-                pargs = perf.parse_args(['-m', args.model, '-u', f'127.0.0.1:{port}', '-p', str(args.measurement_interval),
-                                         '--max-trials', str(args.max_trials), '--percentile', '99'])
-                pargs.levels = args.concurrency
-                levels = perf.run(pargs, log=lambda *_: None)
+            try: return points(args, f'127.0.0.1:{port}')
             finally: stop(proc)
-        except (AnalyzeError, perf.PerfError) as e:
+        except (AnalyzeError, perf.PerfError, genai_perf.GenAIPerfError) as e:
             log(f'  failed: {e}'); return []
-    return [Measurement(int(l.value), l.window.throughput, l.window.latency(99) / 1000, l.window.latency() / 1000) for l in levels]
+
+# %% ../nbs/10c_analyze.ipynb #107842d7
+def llm_points(args, url:str) -> list:
+    "genai-perf's load on the served LLM at each concurrency: requests/s and request latency."
+    meta = genai_perf.get_json(url, f'/v2/models/{args.model}/config')[1]
+    stream = ['--streaming'] if meta.get('model_transaction_policy', {}).get('decoupled') else []
+    out = []
+    for c in args.concurrency:
+        common = ['profile', '-m', args.model, '-u', url, '--concurrency', str(c), *stream,
+                  '--synthetic-input-tokens-mean', str(args.input_tokens), '--output-tokens-mean', str(args.output_tokens)]
+        warm = genai_perf.parse_args(common + ['--request-count', str(c)])
+        model = genai_perf.lookup(warm)
+        genai_perf.run_load(warm, model)
+        ga = genai_perf.parse_args(common + ['-p', str(args.measurement_interval)])
+        m = genai_perf.metrics(genai_perf.run_load(ga, model), bool(stream))
+        lat = m['request_latency']
+        out.append(Measurement(c, m['request_throughput']['avg'], lat['p99'], lat['avg'], 'requests/sec'))
+    return out
 
 # %% ../nbs/10c_analyze.ipynb #b6a87dcb
+def _rate(m:Measurement) -> str:
+    "A throughput for a sentence: '2302 infer/s', '3.4 requests/s'."
+    return (f"{m.throughput:.0f}" if m.throughput >= 100 else f"{m.throughput:.1f}") + f" {m.unit.replace('/sec', '/s')}"
+
 def explain(ranked:list, names:dict, default:Candidate, results:dict, args) -> str:
-    "One sentence (two at most) saying which config was chosen and why."
+    "A few sentences saying which config was chosen, by what measure, and by how much it beat the next."
     best, m, ok = ranked[0]
     what = 'the highest throughput' if args.objective == 'throughput' else 'the lowest p99 latency'
     budget = f' within the {args.budget_ms:g} ms p99 budget' if args.budget_ms is not None else ''
-    s = (f'{names[best]} ({best.describe()}) is chosen: at concurrency {m.concurrency} it served {m.throughput:.0f} infer/s '
+    s = (f'{names[best]} ({best.describe()}) is chosen: at concurrency {m.concurrency} it served {_rate(m)} '
          f'with a p99 of {m.p99_ms:.2f} ms, {what}{budget} of the {len(ranked)} configs measured ({args.mode} search).')
-    if not ok: s = (f'No config met the {args.budget_ms:g} ms p99 budget; {names[best]} ({best.describe()}) came closest, '
-                    f'with a p99 of {m.p99_ms:.2f} ms at concurrency {m.concurrency} ({m.throughput:.0f} infer/s).')
-    elif best != default and results.get(default):
+    if not ok: return (f'No config met the {args.budget_ms:g} ms p99 budget; {names[best]} ({best.describe()}) came closest, '
+                       f'with a p99 of {m.p99_ms:.2f} ms at concurrency {m.concurrency} ({_rate(m)}).')
+    if args.objective != 'throughput': return s
+    if len(ranked) > 1 and ranked[1][2]:
+        c, r, _ = ranked[1]
+        s += f' The runner-up, {names[c]} ({c.describe()}), reached {_rate(r)} ({r.throughput / m.throughput - 1:+.0%}).'
+    if best != default and ranked[1:2] and ranked[1][0] != default and results.get(default):
         d, dok = best_point(results[default], args.objective, args.budget_ms)
-        if dok and args.objective == 'throughput': s += f' The model\'s own config reached {d.throughput:.0f} infer/s ({m.throughput / d.throughput - 1:+.0%}).'
+        if dok: s += f' The model\'s own config reached {_rate(d)} ({d.throughput / m.throughput - 1:+.0%}).'
     return s
 
 def plot(ranked:list, names:dict, results:dict, path:Path, top:int) -> bool:
@@ -263,7 +335,7 @@ def plot(ranked:list, names:dict, results:dict, path:Path, top:int) -> bool:
         ax.plot([m.p99_ms for m in ms], [m.throughput for m in ms], **style)
         if i == 0:
             for m in ms: ax.annotate(f'c={m.concurrency}', (m.p99_ms, m.throughput), textcoords='offset points', xytext=(4, 4), fontsize=8)
-    ax.set_xlabel('p99 latency (ms)'); ax.set_ylabel('throughput (infer/s)'); ax.set_title('Latency vs throughput (best configs in color)')
+    ax.set_xlabel('p99 latency (ms)'); ax.set_ylabel(f"throughput ({ranked[0][1].unit.replace('/sec', '/s')})"); ax.set_title('Latency vs throughput (best configs in color)')
     ax.legend(fontsize=8); ax.grid(alpha=0.3); fig.tight_layout(); fig.savefig(path); plt.close(fig)
     return True
 
@@ -275,8 +347,10 @@ def write_report(args, folder:Path, config, results:dict, names:dict, default:Ca
     rows = [(names[c], c, m) for c, _, _ in ranked for m in sorted(results[c], key=lambda m: m.concurrency)]
     with open(args.export_path / 'results/metrics-model-inference.csv', 'w', newline='') as f:
         w = csv.writer(f)
-        w.writerow(['Model Config Path', 'Instances', 'Dynamic Batching Delay (us)', 'Max Batch Size', 'Concurrency', 'Throughput (infer/sec)', 'p99 Latency (ms)', 'Avg Latency (ms)'])
-        for name, c, m in rows: w.writerow([name, c.instances, '' if c.delay_us is None else c.delay_us, c.max_batch_size, m.concurrency, f'{m.throughput:.1f}', f'{m.p99_ms:.3f}', f'{m.avg_ms:.3f}'])
+        w.writerow(['Model Config Path', 'Instances', 'Dynamic Batching Delay (us)', 'Max Batch Size', 'n_threads', 'Concurrency',
+                    f'Throughput ({ranked[0][1].unit})', 'p99 Latency (ms)', 'Avg Latency (ms)'])
+        for name, c, m in rows: w.writerow([name, c.instances, '' if c.delay_us is None else c.delay_us, c.max_batch_size, '' if c.n_threads is None else c.n_threads,
+                                            m.concurrency, f'{m.throughput:.1f}', f'{m.p99_ms:.3f}', f'{m.avg_ms:.3f}'])
     png = args.export_path / 'plots/latency_throughput.png'
     has_png = plot(ranked, names, results, png, args.top)
     sentence = explain(ranked, names, default, results, args)
@@ -288,7 +362,7 @@ def write_report(args, folder:Path, config, results:dict, names:dict, default:Ca
     page = (f'<!doctype html><html><head><meta charset="utf-8"><title>triton-mini analyze: {html.escape(args.model)}</title>'
             '<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:2px 8px;text-align:left}tr.best{background:#dfd}</style></head><body>'
             f'<h1>Model Analyzer report: {html.escape(args.model)}</h1><p>{html.escape(sentence)}</p>{img}'
-            '<table><tr><th>config</th><th>knobs</th><th>concurrency</th><th>throughput (infer/s)</th><th>p99 (ms)</th></tr>'
+            f'<table><tr><th>config</th><th>knobs</th><th>concurrency</th><th>throughput ({ranked[0][1].unit})</th><th>p99 (ms)</th></tr>'
             f'{cells}</table></body></html>')
     (args.export_path / 'reports/summary.html').write_text(page)
     out = args.output_model_repository_path
@@ -297,8 +371,8 @@ def write_report(args, folder:Path, config, results:dict, names:dict, default:Ca
     return ranked, sentence
 
 # %% ../nbs/10c_analyze.ipynb #5179a43e
-def analyze(args, log=print) -> tuple:
-    "Search, measure, report; (the ranking, {candidate: name}, the explanation)."
+def analyze(args, log=print, measure=measure) -> tuple:
+    "Search, measure, report; (the ranking, {candidate: name}, the explanation). `measure` is passed in so tests can stand in."
     folder, config = load_config(args.model_repository, args.model)
     if args.output_model_repository_path.exists() and not args.override_output_model_repository:
         raise AnalyzeError(f'{args.output_model_repository_path} exists; pass --override-output-model-repository to replace it')
@@ -308,15 +382,15 @@ def analyze(args, log=print) -> tuple:
         names.setdefault(c, f'{args.model}_config_{len(names) - 1}')
         log(f'[{len(results) + 1}] {names[c]}: {c.describe()}')
         ms = measure(args, folder, config, c, log)
-        for m in ms: log(f'  concurrency {m.concurrency}: {m.throughput:.1f} infer/s, p99 {m.p99_ms:.2f} ms')
+        for m in ms: log(f'  concurrency {m.concurrency}: {m.throughput:.1f} {m.unit}, p99 {m.p99_ms:.2f} ms')
         results[c] = ms
         return ms
     if args.mode == 'brute':
         for c in brute_candidates(space, default): run_one(c)
     else: results = quick_search(space, default, run_one, args.objective, args.budget_ms)
     ranked, sentence = write_report(args, folder, config, results, names, default)
-    log(f'\n{"config":<28} {"concurrency":>11} {"infer/s":>9} {"p99 ms":>8}')
-    for c, m, ok in ranked: log(f'{names[c]:<28} {m.concurrency:>11} {m.throughput:>9.1f} {m.p99_ms:>8.2f}{"" if ok else "  (over budget)"}')
+    log(f'\n{"config":<28} {"concurrency":>11} {ranked[0][1].unit:>13} {"p99 ms":>8}')
+    for c, m, ok in ranked: log(f'{names[c]:<28} {m.concurrency:>11} {m.throughput:>13.1f} {m.p99_ms:>8.2f}{"" if ok else "  (over budget)"}')
     log(f'\n{sentence}\nReport: {args.export_path / "reports/summary.html"}; best configs in {args.output_model_repository_path}')
     return ranked, names, sentence
 
