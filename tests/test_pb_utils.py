@@ -406,3 +406,29 @@ def test_from_dlpack_of_arrays():
         def __dlpack_device__(self): return (2, 0)
     with pytest.raises(pb_utils.TritonModelException, match='allocated on GPU device,           when GPU is not available'):
         pb_utils.Tensor.from_dlpack('B', OnGpu())
+
+
+def test_a_bls_response_iterator_replays_once_finished():
+    """Triton's ResponseIterator keeps the responses: once the last arrived, a new loop over an exhausted iterator
+    yields them all again, and a loop broken off resumes (Triton's QA model bls, test_response_iterator)."""
+    from triton_mini.backend import InferenceResponse as CoreResponse
+    from triton_mini.config_parser import parse_config
+    from triton_mini.pb_utils import ModelContext, reset_context, set_context
+
+    class Stream:
+        def model_config(self, name, version=-1): return parse_config('model_transaction_policy { decoupled: true }')
+        def submit(self, req):
+            for i in range(4): req.send(CoreResponse({'OUT': np.array([i], np.int32)}), False)
+            req.send(None, True)
+    tok = set_context(ModelContext('bls', server=Stream()))
+    try:
+        it = pb_utils.InferenceRequest(model_name='square', inputs=[pb_utils.Tensor('IN', np.array([4], np.int32))],
+                                       requested_output_names=['OUT']).exec(decoupled=True)
+        assert next(it).output_tensors()[0].as_numpy().tolist() == [0]
+        assert len(list(it)) == 4                        # the rest: three responses and the empty final one
+        assert [len(list(it)) for _ in range(2)] == [5, 5]
+        for n, _ in enumerate(it):
+            if n == 1: break
+        assert len(list(it)) == 3                        # resumed where the loop stopped
+        with pytest.raises(StopIteration): next(it)
+    finally: reset_context(tok)

@@ -564,3 +564,38 @@ def test_the_thread_mode_shares_the_servers_locale(mini_process, tmp_path):
 def test_tritons_stub_runs_in_the_c_locale(real_triton, tmp_path):
     t = real_triton(locale_repo(tmp_path), env={'LANG': 'C.UTF-8', 'LC_ALL': 'C.UTF-8'})
     assert seen_locale(t.http_port) == IN_C
+
+
+POOL = '''
+import multiprocessing
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+def bls_add_sub(x):
+    x = np.full(1, x, np.float32)
+    resp = pb_utils.InferenceRequest(model_name="healthy", requested_output_names=["OUT"],
+                                     inputs=[pb_utils.Tensor("IN", x)]).exec()
+    if resp.has_error(): return resp.error().message()
+    return float(pb_utils.get_output_tensor_by_name(resp, "OUT").as_numpy()[0])
+
+class TritonPythonModel:
+    def execute(self, requests):
+        pool = multiprocessing.get_context("fork").Pool(4)   # as Triton's QA bls model: a Pool inside execute
+        got = pool.map(bls_add_sub, range(10))
+        pool.close(); pool.join()
+        ok = got == [2.0 * x for x in range(10)]   # healthy doubles
+        if not ok: pb_utils.Logger.log_error(f"pool BLS: {got}")
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([ok], np.float32)),
+                                            pb_utils.Tensor("PID", np.array([0], np.int64))]) for _ in requests]
+'''
+
+
+def test_a_models_forked_processes_make_bls_calls(mini, repo):
+    """Triton's QA bls model (test_multiprocess) maps a BLS call over a fork Pool in execute: each worker's call is
+    answered (the workers share no channel with the stub: it relays theirs), and the stub serves on after."""
+    write(repo, 'pool', POOL, CONFIG)
+    m = mini(repo, metrics=False, python_backend_mode='process')
+    for _ in range(2):
+        status, body = infer(m.http_port, 'pool', 0)
+        assert status == 200 and body['outputs'][0]['data'] == [1.0], body
+    assert infer(m.http_port, 'healthy', 3)[1]['outputs'][0]['data'] == [6.0]

@@ -6,15 +6,19 @@ Every server here binds the default ports 8000-8002 (the clients hard-code them)
 machine-wide file lock, one server at a time; the client's verdicts are read from its junit XML, and each case of it
 is one test here (`server_log`, `init_error` ...: the checks test.sh makes on the server's log and exit).
 
-Subtests run: decoupled, lifecycle, restart (2026-12-06: every case gives the same verdict on both servers; the
-one case both fail, restart's test_restart, is Triton 2.51's own, recorded in KNOWN; test_decoupled_bls needs a GPU). Not run yet: bls (test.sh needs torch 1.13 with CUDA, the QA data
-folder's ONNX and libtorch models), and the other subtests of L0_backend_python.
+Subtests run: decoupled, lifecycle, restart, bls (2026-12-06: every case gives the same verdict on both servers; the
+one case both fail, restart's test_restart, is Triton 2.51's own, recorded in KNOWN; test_decoupled_bls needs a GPU).
+bls runs its CPU part: the tests of its bls model that need a GPU or NVIDIA's QA data folder (${DATADIR}: the
+onnx_nobatch_sequence_int32, onnx_int32_int32_int32 and libtorch models test.sh copies) are named in NEEDS_GPU with
+why, as are bls_async (every execute sends CUDA tensors) and bls_model_loading (its ONNX model is from ${DATADIR}).
+Not run yet: async_execute, response_sender, request_rescheduling, model_control, custom_metrics, logging, io,
+argument_validation, ensemble, and the other subtests of L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
 """
 from __future__ import annotations
 
-import time
+import re, time
 
 import psutil
 import pytest
@@ -36,6 +40,12 @@ CASES = {
                   'test_triton_grpc_error_cancel', 'test_triton_grpc_error_error_off',
                   'init_error', 'fini_error', 'auto_complete_error'],
     'restart': ['test_infer', 'test_restart'],
+    'bls': [f'{trial}-{case}' for trial in ('non_decoupled', 'decoupled') for case in (
+                'test_bls_wrong_inputs', 'test_bls_sequence', 'test_bls_incorrect_args', 'test_zero_length_io',
+                'test_bls_tensor_lifecycle', 'test_gpu_bls', 'test_multiprocess', 'test_bls_sync', 'test_bls_execute_error',
+                'test_multiple_bls', 'test_timeout', 'test_response_iterator', 'test_preferred_memory',
+                'bls_memory', 'bls_memory_async', 'bls_async', 'timeout_log')]
+           + ['bls_init_error', 'bls_finalize_error', 'bls_model_loading', 'bls_model_loading_warmup', 'test_bls_parameters'],
 }
 
 # (subtest, case, server) -> why it fails there; a case failing on both servers is Triton's own (with the evidence).
@@ -47,11 +57,11 @@ KNOWN: dict = {('restart', 'test_restart', kind): RESTART for kind in ('mini', '
 
 
 # --------------------------------------------------------------------------------------- one subtest on one server
-def start(kind:str, models, *flags, **kw):
+def start(kind:str, models, *flags, log_name:str|None=None, **kw):
     """The server on `models` as test.sh's run_server starts it: from the subtest's folder, its log there as
-    `<subtest>_server.log` (lifecycle_test.py reads it)."""
+    test.sh's $SERVER_LOG names it (`log_name`; by default `<subtest>_server.log`, which lifecycle_test.py reads)."""
     folder = models.parent
-    log = folder / f'{folder.name}_server.log'
+    log = folder / (log_name or f'{folder.name}_server.log')
     log.unlink(missing_ok=True)
     try: server = SERVERS[kind](models, *VERBOSE, *flags, fixed_ports=True, cwd=folder, **kw)
     except PortsTaken as e: pytest.skip(f'the default ports are taken by a process outside this run: {e}')
@@ -124,7 +134,61 @@ def run_restart(kind, qa, tmp) -> dict:
     return results
 
 
-RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart}
+BLS_TRIALS = ('non_decoupled', 'decoupled')   # test.sh's BLS_KIND loop
+BLS_ERROR = "BLS is only supported during the 'execute' function."
+
+
+def run_bls(kind, qa, tmp) -> dict:
+    """bls/test.sh: per BLS_KIND a server on the BLS models and test_infer_shm_leak.py per model. The bls model runs its
+    unittest class inside execute and answers one pass/fail; each of its tests is a case here, read from the unittest
+    report in the server log. The CUDA pool sizes loop (64, 256 MB) runs once, without the flag: on a CPU nothing
+    differs, and its check (no 'Failed to allocate memory from CUDA memory pool') is about the GPU."""
+    models = pyqa.arrange_bls(qa)
+    if kind == 'triton': pyqa.oracle_with_torch()
+    folder, results, skip = models.parent, {}, pyqa.NEEDS_GPU['bls']
+    tests = pyqa.model_tests(models / 'bls' / '1' / 'model.py', 'PBBLSTest')
+    for trial in BLS_TRIALS:
+        server = start(kind, models, env={'BLS_KIND': trial})
+        try:
+            for model in ('bls', 'bls_memory', 'bls_memory_async', 'bls_async'):
+                if f'{trial}-{model}' in skip: continue
+                r = pyqa.run_client(folder, '../test_infer_shm_leak.py', tmp / f'{model}.{trial}.xml', env={'MODEL_NAME': model})
+                results[f'{trial}-{model}'] = r.get('test_shm_leak', ('error', r['__output__'][1]))
+        finally: server.stop()
+        log, client = server.log(), results[f'{trial}-bls']
+        answered = client[0] == 'passed' or 'python_unittest failed for model bls' in client[1]   # else no full report
+        verdicts = pyqa.unittest_verdicts(log, 'PBBLSTest', tests) if answered else {}
+        for test in tests:
+            results[f'{trial}-{test}'] = verdicts.get(test, ('failed', f'the bls model did not answer; its client: {client}'))
+        del results[f'{trial}-bls']   # its one verdict is every test's, the GPU ones too: judged per test above
+        found = grep_count(log, 'Request timeout: 11000000000')   # test.sh: the BLS timeout reaches the model
+        results[f'{trial}-timeout_log'] = ('passed' if found else 'failed', server.log_tail(40))
+    # BLS in initialize must fail the load (the server does not start); BLS in finalize logs the same error at exit
+    models = pyqa.arrange_bls_single('bls_init_error')(qa)
+    server = start(kind, models, wait=None)
+    wrong = []
+    try: server.proc.wait(120)
+    except Exception: wrong.append('still running 120 s after its start')
+    server.kill()
+    if BLS_ERROR not in server.log(): wrong.append(f'{BLS_ERROR!r} not in the server log')
+    results['bls_init_error'] = ('failed' if wrong else 'passed', '\n'.join(wrong) + '\n' + server.log_tail(40))
+    models = pyqa.arrange_bls_single('bls_finalize_error')(qa)
+    server = start(kind, models)
+    server.send_signal()   # kill_server: SIGTERM to the server alone, then wait
+    try: server.proc.wait(120)
+    except Exception: pass
+    server.stop()
+    ok = BLS_ERROR in server.log()
+    results['bls_finalize_error'] = ('passed' if ok else 'failed', f'{BLS_ERROR!r} not in the server log\n' * (not ok) + server.log_tail(40))
+    server = start(kind, pyqa.arrange_bls_parameters(qa))
+    try: results.update(pyqa.run_client(folder, 'bls_parameters_test.py', tmp / 'bls_parameters.xml'))
+    finally: server.stop()
+    for case, why in skip.items(): results[case] = ('skipped', why)
+    return results
+
+
+
+RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart, 'bls': run_bls}
 _done: dict = {}
 
 
@@ -164,9 +228,13 @@ def test_python_qa(kind, subtest, case, qa_root):
 
 
 def test_cases_are_the_clients(qa_root):
-    "CASES lists every test of each client at TAG (a new one in the QA would otherwise go unrun)."
+    """CASES lists every test of each client at TAG (a new one in the QA would otherwise go unrun); for bls, the tests
+    of the unittest class its bls model runs inside execute, per BLS_KIND, and bls_parameters_test.py's."""
     qa = pyqa.materialise(qa_root / 'listing')
-    import re
+    tests = lambda path: re.findall(r'^    def (test_\w+)', path.read_text(), re.M)
+    sub = qa / 'L0_backend_python'
     for subtest, client in (('decoupled', 'decoupled_test.py'), ('lifecycle', 'lifecycle_test.py'), ('restart', 'restart_test.py')):
-        found = re.findall(r'^    def (test_\w+)', (qa / 'L0_backend_python' / subtest / client).read_text(), re.M)
-        assert sorted(found) == sorted(c for c in CASES[subtest] if c.startswith('test_')), subtest
+        assert sorted(tests(sub / subtest / client)) == sorted(c for c in CASES[subtest] if c.startswith('test_')), subtest
+    bls = pyqa.model_tests(qa / 'python_models' / 'bls' / 'model.py', 'PBBLSTest')
+    assert sorted(c for c in CASES['bls'] if '-test_' in c) == sorted(f'{t}-{c}' for t in BLS_TRIALS for c in bls)
+    assert [c for c in CASES['bls'] if c.startswith('test_')] == tests(sub / 'bls' / 'bls_parameters_test.py')

@@ -14,6 +14,9 @@ Adaptations, each one named where it happens:
 - test.sh's `get_shm_pages` checks (no /dev/shm page left behind) are not run: they count every page on the machine,
   and tests of other modules run alongside.
 - The cases that need a GPU (NEEDS_GPU) are left out of the client's run on both servers, each with the evidence.
+- bls: its bls model runs its own unittest class inside `execute` and answers one pass/fail; each of its tests is
+  judged from the unittest report the stub writes to the server's log (`unittest_verdicts`). test.sh's loop over CUDA
+  memory pool sizes runs once without the flag (on a CPU the runs do not differ; its check is about the GPU pool).
 - The real Triton's venv gets torch (`oracle_with_torch`), which the QA container has and the decoupled models import.
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
@@ -128,6 +131,57 @@ def arrange_restart(qa:Path) -> Path:
     return qa / 'L0_backend_python' / 'restart' / 'models'   # committed with the subtest; test.sh copies nothing
 
 
+BLS_MODELS = ('bls', 'dlpack_add_sub', 'bls_async', 'bls_memory', 'bls_memory_async', 'add_sub', 'execute_error',
+              'identity_fp32', 'dlpack_identity', 'dlpack_square', 'identity_fp32_timeout')
+
+
+def arrange_bls(qa:Path) -> Path:
+    """bls/test.sh's first repository (its loop over CUDA pool sizes and BLS_KIND), less the QA data folder's models it
+    copies (onnx_nobatch_sequence_int32, libtorch_gpu, libtorch_cpu: `${DATADIR}` is NVIDIA's, not public)."""
+    models = qa / 'L0_backend_python' / 'bls' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    for name in BLS_MODELS: cp_model(qa, models, name)
+    (models / 'square_int32' / '1').mkdir(parents=True, exist_ok=True)
+    (models / 'square_int32' / '1' / 'model.py').write_bytes(python_backend_file('examples/decoupled/square_model.py'))
+    (models / 'square_int32' / 'config.pbtxt').write_bytes(python_backend_file('examples/decoupled/square_config.pbtxt'))
+    return models
+
+
+def arrange_bls_single(name:str):
+    "bls/test.sh's later servers: `rm -fr ./models` and one model alone (bls_init_error, bls_finalize_error)."
+    def arrange(qa:Path) -> Path:
+        models = qa / 'L0_backend_python' / 'bls' / 'models'
+        shutil.rmtree(models, ignore_errors=True)
+        cp_model(qa, models, name)
+        return models
+    arrange.__name__ = f'arrange_{name}'
+    return arrange
+
+
+def arrange_bls_parameters(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'bls' / 'params_models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'bls_parameters')
+    return models
+
+
+def model_tests(path:Path, cls:str) -> list:
+    "The test methods of unittest class `cls` in a QA model that runs `unittest.main` inside its execute, in file order."
+    return [t.split('::')[1] for t in client_tests(path) if t.startswith(f'{cls}::')]
+
+
+UNITTEST_VERDICT = re.compile(r'^(ERROR|FAIL): (test_\w+) \(([\w.]+)\)', re.M)   # (model.Cls) or (model.Cls.test)
+
+
+def unittest_verdicts(log:str, cls:str, tests) -> dict:
+    """{test: (outcome, message)} from the unittest report a QA model's `unittest.main` writes to the stub's stderr
+    (which lands in the server's log on both servers): a test fails when the report names it under ERROR or FAIL."""
+    if 'Ran ' not in log: return {}
+    bad = {m[2]: m[1] for m in UNITTEST_VERDICT.finditer(log) if cls in m[3].split('.')}
+    return {t: ('failed', f'{bad[t]} in the unittest report in the server log') if t in bad else ('passed', '')
+            for t in tests}
+
+
 # --------------------------------------------------------------------------------------- running a client
 # Cases that need a GPU, left out of the client's run on both servers (the QA runs on GPUs; this machine has none):
 # test_decoupled_bls's response thread moves tensors with torch `.to("cuda")` before it sends its only response; on a
@@ -135,7 +189,17 @@ def arrange_restart(qa:Path) -> Path:
 # forever, on real Triton 2.51 as on triton-mini (seen 2026-12-06, both servers, the client killed after 90 s).
 NEEDS_GPU = {'decoupled': {'DecoupledTest::test_decoupled_bls':
                            'needs a GPU: its model moves tensors to CUDA in the response thread, and on a CPU no response '
-                           'is ever sent (the client hangs on real Triton 2.51 too)'}}
+                           'is ever sent (the client hangs on real Triton 2.51 too)'},
+             'bls': {**{f'{trial}-{case}': why for trial in ('non_decoupled', 'decoupled') for case, why in {
+                 'test_gpu_bls': 'needs a GPU: it moves its BLS inputs to CUDA with torch',
+                 'test_bls_tensor_lifecycle': 'needs a GPU: it moves tensors to CUDA and reads torch.cuda memory statistics',
+                 'test_preferred_memory': "needs the QA data folder's libtorch_nobatch_float32_float32_float32 (as libtorch_gpu "
+                                          'and libtorch_cpu, NVIDIA-internal ${DATADIR}) and a GPU for its preferred memory',
+                 'test_bls_sequence': "needs the QA data folder's onnx_nobatch_sequence_int32 (NVIDIA-internal ${DATADIR})",
+                 'bls_async': 'needs a GPU: each execute first sends BLS inputs it moved to CUDA (gpu=True)'}.items()},
+                     'bls_model_loading': "needs the QA data folder's onnx_int32_int32_int32 (NVIDIA-internal ${DATADIR}), "
+                                          'the model it loads through BLS',
+                     'bls_model_loading_warmup': "needs the QA data folder's onnx_int32_int32_int32 (NVIDIA-internal ${DATADIR})"}}
 
 
 def oracle_with_torch():

@@ -324,23 +324,36 @@ def _bls_response(core) -> InferenceResponse:
 
 # %% ../nbs/04_pb_utils.ipynb #bbb64c6d
 class _ResponseIterator:
-    "The responses of one BLS request, yielded as they arrive (Triton's ResponseIterator)."
-    def __init__(self): self._queue, self._finished, self.arrived = queue.SimpleQueue(), False, threading.Event()
+    """The responses of one BLS request, yielded as they arrive (Triton's ResponseIterator). It keeps them, as Triton's
+    does: once the last one arrived, a new `for` loop over an exhausted iterator yields them all again."""
+    def __init__(self):
+        self._queue, self._finished, self.arrived = queue.SimpleQueue(), False, threading.Event()
+        self._seen, self._next = [], 0   # the responses yielded; once finished, where a loop over them stands
 
     def __call__(self, req, resp, final):
         "The core request's callback (called on the callee's thread)."
         self._queue.put((resp, final))
         self.arrived.set()
 
-    def __iter__(self): return self
+    def __iter__(self):
+        if self._finished and self._next >= len(self._seen): self._next = 0   # ResponseIterator::Iter
+        return self
 
     def __next__(self) -> InferenceResponse:
         while not self._finished:
             resp, final = self._queue.get()
             self._finished = final
             if resp is None:
-                if final: return InferenceResponse()
-            elif final or isinstance(resp, InferenceResponse) or resp.error is None: return _bls_response(resp)
+                if not final: continue
+                out = InferenceResponse()
+            elif final or isinstance(resp, InferenceResponse) or resp.error is None: out = _bls_response(resp)
+            else: continue
+            self._seen.append(out)
+            self._next = len(self._seen)
+            return out
+        if self._next < len(self._seen):
+            self._next += 1
+            return self._seen[self._next - 1]
         raise StopIteration
 
 # %% ../nbs/04_pb_utils.ipynb #1a10ca34

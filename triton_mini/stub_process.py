@@ -582,6 +582,9 @@ class Stub:
         logging.getLogger('triton_mini').setLevel(1)
         logging.getLogger('triton_mini').propagate = False
         threading.Thread(target=self._serve_side, name='triton_mini:stub:side', daemon=True).start()
+        if CAN_FORK:   # a model that forks: its children get channels of their own (the appendix)
+            os.register_at_fork(before=self._before_fork, after_in_parent=self._after_fork_parent,
+                                after_in_child=self._after_fork_child)
         self._serve_work()
 
 # %% ../nbs/04c_stub_process.ipynb #7b68cf13
@@ -851,6 +854,77 @@ def _forget_family(self:StubModelInstance, name):
     if fam is not None:
         fam.deleted = True
         self.metric_families.remove(fam)
+
+# %% ../nbs/04c_stub_process.ipynb #5302d8d5
+class _ToChild:
+    "A forked child's BLS request, as its parent stub holds it: each response goes on to the child."
+    def __init__(self, send, bls_id:int): self._send, self.bls_id = send, bls_id
+    def send(self, resp, final):
+        try: self._send(('bls', self.bls_id, resp, final))
+        except OSError: pass   # the child exited
+
+@patch
+def _before_fork(self:Stub):
+    try: self._forking = socket.socketpair()
+    except OSError: self._forking = None   # no fds left: the child cannot call the server
+
+@patch
+def _after_fork_parent(self:Stub):
+    if self._forking is None: return
+    mine, theirs = self._forking
+    theirs.close()
+    threading.Thread(target=self._relay, args=(Channel(mine),), name='triton_mini:stub:fork', daemon=True).start()
+
+@patch
+def _after_fork_child(self:Stub):
+    "In the child: our copies of the stub's channels closed (no shutdown: they are the parent's), its own in their place."
+    for ch in (self.work, self.side):
+        if ch is not None: ch.sock.close()
+    if self._forking is None: return
+    mine, theirs = self._forking
+    mine.close()
+    self.work, self.side, self.lock, self.in_batch = None, Channel(theirs), threading.Lock(), False
+    self.calls, self.bls, self.running = {}, {}, {}
+    threading.Thread(target=self._serve_parent, name='triton_mini:stub:side', daemon=True).start()
+
+@patch
+def _serve_parent(self:Stub):
+    "In a forked child: the parent's answers until it exits; the child lives on (as in Triton), its calls then fail."
+    while True:
+        try: msg = recv_message(self.side)
+        except (EOFError, OSError): break
+        getattr(self, '_' + msg[0])(*msg[1:])   # reply, bls
+    for fut in list(self.calls.values()):
+        fut.set_exception(TritonError('the stub process that forked this one has exited', 'UNAVAILABLE'))
+
+# %% ../nbs/04c_stub_process.ipynb #e2ff721d
+@patch
+def _relay(self:Stub, child:Channel):
+    "Pass a forked child's messages on as ours until it exits: logs, metrics, responses as they are; calls by `_relay_call`."
+    lock = threading.Lock()
+    while True:
+        try: _, msg = recv_message(child)
+        except (EOFError, OSError): break
+        if msg[0] == 'call': threading.Thread(target=self._relay_call, args=(child, lock, *msg[1:]), daemon=True).start()
+        else: self.send(msg)
+    child.sock.close()
+
+@patch
+def _relay_call(self:Stub, child:Channel, lock, call_id, method, args, kw):
+    "Make the child's call as ours (a BLS request under our id) and send it the answer."
+    back = lambda msg: send_message(child, msg, lock)
+    bls_id = None
+    try:
+        if method == 'submit':
+            bls_id = next(self._ids)
+            self.bls[bls_id] = _ToChild(back, args[0])
+            args = (bls_id, *args[1:])
+        reply = ('reply', call_id, True, self.call(method, *args, **kw))
+    except Exception as e:
+        if bls_id is not None: self.bls.pop(bls_id, None)
+        reply = ('reply', call_id, False, e)
+    try: back(reply)
+    except OSError: pass   # the child exited
 
 # %% ../nbs/04c_stub_process.ipynb #30d4527a
 StubModelInstance.pipeline_depth = 16   # at most this many batches per hop (the scheduler asks; 1 turns it off)
