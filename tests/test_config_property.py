@@ -54,9 +54,10 @@ def known_difference(data: bytes, mine_error: ConfigError | None) -> bool:
     if mine_error is not None:   # we (like C++) reject, Python accepts
         nul = b'\0' in data and mine_error.message in ('Unexpected end of string.',
                                                        'Invalid control characters encountered in text.')
-        # a number with a leading '+' (dims: [ +4 ]): Python reads 4; real Triton 2.51 (C++) says "6:49: Expected
-        # integer, got: +" and fails the model, as we do (checked 2026-12-06)
-        plus = mine_error.message == 'Expected integer, got: +'
+        # a number with a leading '+' (dims: [ +4 ], fp32_false_true: [ 0, +1 ]): Python reads it; real Triton 2.51
+        # (C++) says "Expected integer, got: +" / "Expected double, got: +" and fails the model, as we do (both
+        # checked 2026-12-06)
+        plus = mine_error.message in ('Expected integer, got: +', 'Expected double, got: +')
         return nul or plus or mine_error.message == 'Invalid escape sequence in string literal.'
     try:                         # we (like C++) accept, Python rejects
         text_format.Parse(data.decode('utf-8'), model_config_pb2.ModelConfig())
