@@ -57,7 +57,9 @@ def known_difference(data: bytes, mine_error: ConfigError | None) -> bool:
         # a number with a leading '+' (dims: [ +4 ], fp32_false_true: [ 0, +1 ]): Python reads it; real Triton 2.51
         # (C++) says "Expected integer, got: +" / "Expected double, got: +" and fails the model, as we do (both
         # checked 2026-12-06)
-        plus = mine_error.message in ('Expected integer, got: +', 'Expected double, got: +')
+        # (an enum given as +1 is the same: C++'s ParseEnum takes an identifier, '-' or an integer token only)
+        plus = mine_error.message in ('Expected integer, got: +', 'Expected double, got: +',
+                                      'Expected integer or identifier, got: +')
         return nul or plus or mine_error.message == 'Invalid escape sequence in string literal.'
     try:                         # we (like C++) accept, Python rejects
         text_format.Parse(data.decode('utf-8'), model_config_pb2.ModelConfig())
