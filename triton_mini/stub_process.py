@@ -141,7 +141,7 @@ def recv_message(ch:Channel):
     return pickle.loads(data, buffers=buffers)
 
 # %% ../nbs/04c_stub_process.ipynb #de529ff9
-STUB_SHM = os.environ.get('TRITON_MINI_STUB_SHM', '0') != '0'       # issue 42: big tensors through shared memory
+STUB_SHM = os.environ.get('TRITON_MINI_STUB_SHM', '1') != '0'       # issue 42: big tensors through shared memory
 STUB_SHM_MIN = 64 * 1024                                            # smaller tensors: the socket is as cheap
 STUB_SHM_BYTES = int(os.environ.get('TRITON_MINI_STUB_SHM_BYTES', 64 << 20))   # per side; pages are taken when first written
 _ALIGN = 64
