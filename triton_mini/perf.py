@@ -12,13 +12,13 @@ import numpy as np
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'PerfError', 'build_parser', 'parse_range', 'parse_shapes',
-           'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor', 'http_request', 'grpc_request',
-           'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller',
-           'async_grpc_caller', 'stream_request', 'async_stream_caller', 'max_in_flight', 'server_counters', 'delta',
-           'Window', 'merge', 'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary',
-           'write_csv', 'connect', 'model_info', 'stats_reader', 'run', 'measure', 'first_request', 'main',
-           'region_name', 'output_bytes', 'SystemSharedMemory', 'shm_regions']
+__all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS', 'PerfError', 'build_parser',
+           'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor',
+           'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'grpc_caller', 'split_load', 'LoadSpec',
+           'LoadGenerator', 'async_http_caller', 'async_grpc_caller', 'stream_request', 'async_stream_caller',
+           'max_in_flight', 'server_counters', 'delta', 'Window', 'merge', 'in_window', 'is_stable', 'Level',
+           'measure_level', 'settings_report', 'summary', 'write_csv', 'connect', 'model_info', 'stats_reader', 'run',
+           'measure', 'first_request', 'main', 'region_name', 'output_bytes', 'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
 class PerfError(Exception):
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--max-trials', type=int, default=10, help='windows at most per level (default 10)')
     p.add_argument('--percentile', type=int, default=None, help='stabilize on and report this latency percentile instead of the average')
     p.add_argument('-f', dest='latency_report_file', default=None, metavar='CSV', help='write the results as CSV')
+    p.add_argument('--verbose-csv', action='store_true', help='the CSV also gets Avg latency, request/response and response wait')
     p.add_argument('--shared-memory', choices=('none', 'system', 'cuda'), default='none', help='how tensors travel (default none)')
     p.add_argument('--output-shared-memory-size', type=int, default=102400, metavar='BYTES',
                    help='shared memory per output of variable size or BYTES, per batch item (default 102400)')
@@ -595,7 +596,8 @@ def summary(levels:list, percentile:int|None=None) -> str:
 # %% ../nbs/10b_perf.ipynb #ace57a81
 CSV_COLUMNS = ['Inferences/Second', 'Client Send', 'Network+Server Send/Recv', 'Server Queue', 'Server Compute Input',
                'Server Compute Infer', 'Server Compute Output', 'Client Recv', 'p50 latency', 'p90 latency', 'p95 latency',
-               'p99 latency', 'Avg latency', 'request/response', 'response wait']
+               'p99 latency']
+VERBOSE_CSV_COLUMNS = ['Avg latency', 'request/response', 'response wait']
 
 @patch
 def csv_row(self:Level) -> list:
@@ -610,13 +612,16 @@ def csv_row(self:Level) -> list:
     responses = [round(w.response_throughput, 2)] if self.decoupled else []
     return [value, round(w.throughput, 2), *responses, *[round(x) for x in (send, network, *server, recv, *pcts, avg, send + recv, wait)]]
 
-def write_csv(path, levels:list):
-    "perf_analyzer's -f file."
+def write_csv(path, levels:list, verbose=False, percentile=None):
+    "perf_analyzer's -f file: its default columns, `verbose` adds --verbose-csv's; rows by increasing throughput."
+    extra = VERBOSE_CSV_COLUMNS[percentile is not None:] if verbose else []
+    columns = CSV_COLUMNS[:1] + ['Response Throughput'] * levels[0].decoupled + CSV_COLUMNS[1:] + extra
     with open(path, 'w', newline='') as f:
         out = csv.writer(f)
-        columns = CSV_COLUMNS[:1] + ['Response Throughput'] * levels[0].decoupled + CSV_COLUMNS[1:]
         out.writerow([levels[0].mode] + columns)
-        for l in levels: out.writerow(l.csv_row())
+        for l in sorted(levels, key=lambda l: l.window.throughput):
+            row = l.csv_row()   # ends with the three verbose values
+            out.writerow(row[:-3] + row[-3:][3 - len(extra):])
 
 # %% ../nbs/10b_perf.ipynb #b8a4230e
 def connect(args):
@@ -686,7 +691,7 @@ def measure(args, spec:LoadSpec, stats, log=print) -> list:
         log(lv.report(args.protocol, args.percentile))
         levels.append(lv)
     log(summary(levels, args.percentile))
-    if args.latency_report_file: write_csv(args.latency_report_file, levels)
+    if args.latency_report_file: write_csv(args.latency_report_file, levels, args.verbose_csv, args.percentile)
     return levels
 
 def first_request(spec:LoadSpec):
