@@ -427,10 +427,10 @@ def main(argv=None) -> int:
     if argv[:1] == ['perf']:   # `triton-mini perf ...`: perf_analyzer's interface (10b_perf), a client loaded only when asked
         from triton_mini.perf import main as perf_main
         return perf_main(argv[1:])
-    if argv[:1] == ['analyze']:   # `triton-mini analyze ...`: Model Analyzer's search (10c_analyze), which starts servers of its own
+    if argv[:1] == ['analyze']:   # `triton-mini analyze ...`: Model Analyzer's search (10d_analyze), which starts servers of its own
         from triton_mini.analyze import main as analyze_main
         return analyze_main(argv[1:])
-    if argv[:1] == ['genai-perf']:   # `triton-mini genai-perf profile ...`: LLM metrics as genai-perf reports them (10d_genai_perf), a client
+    if argv[:1] == ['genai-perf']:   # `triton-mini genai-perf profile ...`: LLM metrics as genai-perf reports them (10c_genai_perf), a client
         from triton_mini.genai_perf import main as genai_perf_main
         return genai_perf_main(argv[1:])
     openmp_waits_passively()
