@@ -31,6 +31,7 @@ def body_for(model:str) -> str:
     n = 16 if model == 'identity' else 64
     return json.dumps({'inputs': [{'name': 'INPUT0', 'shape': [1, n], 'datatype': 'FP32', 'data': [float(i % 7) for i in range(n)]}]})
 BODY = body_for(MODEL)
+ECHO_MODELS = {'identity', 'identity_big'}   # answer their input (bench/perf_vs_wrk.py adds its `slow`)
 # --workload: what wrk POSTs. small: the model's JSON body above; json256k / binary256k: a 256 KB FP32 tensor
 # ([1, 65536]) to identity_big as JSON `data`, or as a binary part with the output asked for binary too.
 WORKLOAD = 'small'
@@ -51,6 +52,7 @@ EXP_LAUNCHER = None
 MINI_LAUNCHER = None   # --mini-launcher: a script run instead of `python -m triton_mini` (same flags)
 MINI_FLAGS = []        # --mini-flags: more flags for triton-mini (and the experiment), e.g. --python-backend-mode=process
 EXTRA_FLAGS = {}       # kind -> more flags for that server only (bench/grpc_run.py --exp-flags)
+EXP_MODE = None        # --both-modes: `exp` is triton-mini with Python models in this mode (the one `mini` does not use)
 ROOTS = {}             # kind -> the checkout whose triton_mini that server runs (default: this one)
 MINI_GRPC = False      # serve gRPC from triton-mini too (bench/grpc_run.py); Server.grpc_port is the port either way
 
@@ -143,7 +145,7 @@ class Server:
         self.pinned = pin_tree(self.proc.pid, core)
         status, body = http(self.port, f'/v2/models/{MODEL}/infer', BODY.encode())
         out = json.loads(body)['outputs'][0] if status == 200 else None
-        expected = json.loads(BODY)['inputs'][0]['data'] if MODEL in ('identity', 'identity_big') else None   # the MLP: 10 numbers
+        expected = json.loads(BODY)['inputs'][0]['data'] if MODEL in ECHO_MODELS else None   # the MLP: 10 numbers
         if out is None or (out['data'] != expected if expected else len(out['data']) != 10 or
                            not all(abs(a - b) < 1e-3 for a, b in zip(out['data'], mlp_answer()))):
             self.stop(); raise RuntimeError(f'{kind} answered {status} {body[:300]!r}')
@@ -415,6 +417,7 @@ def matrix(args, work:Path, repo:Path, names:list):
     data = {'date': f'{started:%Y-%m-%d %H:%M}', 'commit': git_rev(),
             'machine': f'{os.cpu_count()} cores, {cpu_model()}', 'load_before': before, 'load_after': os.getloadavg()[0],
             'python_backend_mode': python_backend_mode(), 'mini_flags': MINI_FLAGS,
+            **({'exp_mode': EXP_MODE} if EXP_MODE and 'exp' in servers else {}),
             'command': 'python bench/run.py ' + ' '.join(sys.argv[1:]),
             'settings': {'rounds': args.rounds, 'duration_s': args.duration, 'warmup_s': args.warmup,
                          'concurrency': args.concurrency, 'server_core': args.server_core, 'client_core': args.client_core},
@@ -457,8 +460,11 @@ def main(argv=None):
                    'found (triton, mini, the bare uvicorn ceiling, MLServer; gRPC: triton and mini, loaded by h2load as in '
                    'bench/grpc_run.py); writes results/<date>-matrix.json (tools/perf_report.py turns it into README\'s table and chart)')
     p.add_argument('--mlserver', metavar='COMMAND', help='MLServer\'s `mlserver` command (default $MLSERVER, else on PATH)')
+    p.add_argument('--both-modes', action='store_true', help='add `exp`: triton-mini with Python models in the other '
+                   'mode (--python-backend-mode=thread beside the served default, stub processes), so the run shows both '
+                   'modes beside real Triton (issue 42)')
     args = p.parse_args(argv)
-    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MLSERVER
+    global MINI_LAUNCHER, EXP_LAUNCHER, MINI_FLAGS, MLSERVER, EXP_MODE
     if args.mlserver: MLSERVER = args.mlserver
     if args.matrix is not None: args.workload, args.model = 'small', 'identity'
     configure(args.workload if args.workload != 'small' else args.model)
@@ -467,12 +473,18 @@ def main(argv=None):
         EXP_LAUNCHER = str(Path(args.exp_launcher).resolve())
         NAMES['exp'] = f'triton-mini via {Path(args.exp_launcher).name}'
         if args.only and 'exp' not in args.only: args.only.append('exp')
+    if args.both_modes:
+        if args.exp_launcher: sys.exit('--both-modes and --exp-launcher both define `exp`: choose one')
+        EXP_MODE = {'process': 'thread', 'thread': 'process'}[python_backend_mode()]
+        EXTRA_FLAGS['exp'] = [f'--python-backend-mode={EXP_MODE}']
+        NAMES['exp'] = f'triton-mini ({EXP_MODE} mode)'
+        if args.only and 'exp' not in args.only: args.only.append('exp')
     if args.mini_launcher:
         MINI_LAUNCHER = str(Path(args.mini_launcher).resolve())
         NAMES['mini'] = f'triton-mini via {Path(args.mini_launcher).name}' + (' + MINI_UVLOOP' if os.environ.get('MINI_UVLOOP') else '')
     if args.matrix is not None and not args.only:
-        args.only = ['triton', 'mini', 'uvicorn'] + (['mlserver'] if MLSERVER else [])
-    args.only = args.only or ['triton', 'mini'] + (['exp'] if args.exp_launcher else [])
+        args.only = ['triton', 'mini'] + (['exp'] if EXP_MODE else []) + ['uvicorn'] + (['mlserver'] if MLSERVER else [])
+    args.only = args.only or ['triton', 'mini'] + (['exp'] if args.exp_launcher or EXP_MODE else [])
     if 'mlserver' in args.only and not MLSERVER: sys.exit('mlserver not found (pip install mlserver; --mlserver or $MLSERVER)')
     if 'mlserver' in args.only:   # `mlserver, version 1.7.1`
         NAMES['mlserver'] = 'MLServer ' + subprocess.run([MLSERVER, '--version'], capture_output=True, text=True).stdout.split()[-1]

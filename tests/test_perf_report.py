@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
-from perf_report import LABELS, SERVED_DEFAULT_MODE, TARGETS, evaluate, markdown, run_caption
+from perf_report import LABELS, SERVED_DEFAULT_MODE, TARGETS, evaluate, markdown, mode_kind, run_caption
 
 
 def run_of(results:dict) -> dict:
@@ -17,7 +17,8 @@ def test_each_target_is_met_not_met_or_not_measured():
     data = run_of({'identity': {'triton': {1: (100, 1.0)}, 'mini': {1: (130, 1.1)}},
                    'mlp': {'mini': {1: (1000, 1.0)}}, 'mlp_adaptive': {'mini': {1: (899, 1.0)}}})
     got = {(t['workload'], t['concurrency'], t['measure']): t for t in evaluate(data)}
-    assert len(got) == sum(t['workload'] in ('identity', 'mlp', 'mlp_adaptive') for t in TARGETS)   # the workloads run
+    # a run without a mode is a thread-mode run (before issue 42): issue 14's targets of the workloads it ran, no others
+    assert len(got) == sum(t['workload'] in ('identity', 'mlp', 'mlp_adaptive') and t['issue'] == 14 for t in TARGETS)
     assert got['identity', 1, 'rps']['met'] is True and abs(got['identity', 1, 'rps']['value'] - 1.3) < 1e-9   # >= 1.2x
     assert got['identity', 1, 'p99']['met'] is False                                # 1.1x Triton's p99: over the bar
     assert got['identity', 8, 'rps']['met'] is None and got['identity', 8, 'rps']['value'] is None   # not run
@@ -61,3 +62,25 @@ def test_the_caption_says_which_mode_the_rows_used(tmp_path):
     process = run_caption({**data, 'python_backend_mode': 'process'}, tmp_path / 'x-matrix.json')
     assert '**process mode**;' in process and 'served default' not in process
     assert '(process mode)' in markdown({**data, 'python_backend_mode': 'process'}).splitlines()[0]
+
+
+def test_both_modes_side_by_side():
+    "bench/run.py --matrix --both-modes: stub processes judged by issue 42's targets, threads by issue 14's, one table."
+    data = run_of({'identity': {'triton': {c: (100, 1.0) for c in (1, 8, 64)},
+                                'mini': {1: (85, 1.2), 8: (110, 0.9), 64: (130, 1.1)},      # stub processes
+                                'exp': {1: (125, 0.8), 8: (190, 0.5), 64: (200, 0.5)}}})   # threads
+    data.update(python_backend_mode='process', exp_mode='thread')
+    assert (mode_kind(data, 'process'), mode_kind(data, 'thread')) == ('mini', 'exp')
+    got = {(t['issue'], t['concurrency'], t['measure']): (t['num'][0], t['met']) for t in evaluate(data)}
+    assert got[42, 1, 'rps'] == ('mini', True)              # 0.85x >= 0.8x
+    assert got[42, 8, 'rps'] == ('mini', False)             # 1.1x < 1.2x
+    assert got[42, 64, 'p99'] == ('mini', False)            # 1.1x Triton's p99
+    assert got[14, 1, 'rps'] == ('exp', True)               # threads: 1.25x >= 1.2x
+    assert got[14, 8, 'rps'] == ('exp', True) and (42, 1, 'p99') not in got   # issue 42 sets no p99 bar at c=1
+    md = markdown(data)
+    head = md.splitlines()[0]
+    assert 'triton-mini req/s (process mode) | processes / Triton |' in head and 'triton-mini req/s (thread mode) | threads / Triton |' in head
+    assert ('| identity FP32[1,16], JSON | 1 | 100 | 85 | 0.85× | 1.20× | 125 | 1.25× | 0.80× | '
+            'threads req/s ≥ 1.2×: 1.25× met; threads p99 ≤ 1×: 0.80× met; stub processes req/s ≥ 0.8×: 0.85× met |') in md
+    alone = dict(data); del alone['exp_mode']                # the same run without the thread-mode server's key
+    assert all(t['issue'] == 42 for t in evaluate(alone)) and 'issue 42 targets |' in markdown(alone).splitlines()[0]

@@ -25,9 +25,10 @@ LABELS = {'identity': 'identity FP32[1,16], JSON', 'mlp': 'numpy MLP, no batchin
           'mlp_adaptive': 'MLP, adaptive_queue_delay', 'json256k': '256 KB tensor, JSON', 'binary256k': '256 KB tensor, binary',
           'grpc_unary': 'identity, gRPC ModelInfer', 'grpc_stream': 'identity, gRPC ModelStreamInfer'}
 
-def _t(workload, c, measure, bar, num=None, den=None):
-    "One target: `measure` is 'rps' (at least `bar` times) or 'p99' (at most `bar` times), of num over den."
-    return {'workload': workload, 'concurrency': c, 'measure': measure, 'bar': bar,
+def _t(workload, c, measure, bar, num=None, den=None, issue=14):
+    """One target: `measure` is 'rps' (at least `bar` times) or 'p99' (at most `bar` times), of num over den. 'mini'
+    in num or den stands for the triton-mini server in the mode the target's issue is about (see `mode_kind`)."""
+    return {'workload': workload, 'concurrency': c, 'measure': measure, 'bar': bar, 'issue': issue,
             'num': num or ['mini', workload, c], 'den': den or ['triton', workload, c]}
 
 # Issue 14's targets, as written there ("Targets", each a ratio against real Triton in the same run).
@@ -43,6 +44,19 @@ TARGETS = ([_t('identity', 1, 'rps', 1.2), _t('identity', 8, 'rps', 1.8), _t('id
            # the idle-aware batcher's bar: at c=1 >= 0.9x its own unbatched model, at c=64 >= 1.0x Triton's batched
            + [_t('mlp_adaptive', 1, 'rps', 0.9, den=['mini', 'mlp', 1]),
               _t('mlp_adaptive', 64, 'rps', 1.0, den=['triton', 'mlp_batched', 64])])
+
+# Issue 42's targets for the served default, stub processes ("Targets for the default mode"); issue 14's were set
+# when Python models ran on threads, and judge the thread-mode server of a run.
+ISSUE_MODE = {14: 'thread', 42: 'process'}
+TARGETS += ([_t('identity', 1, 'rps', 0.8, issue=42)] + [_t('identity', c, 'rps', 1.2, issue=42) for c in (8, 64)]
+            + [_t('mlp', c, 'rps', 1.2, issue=42) for c in (8, 64)] + [_t('mlp_batched', 64, 'rps', 1.2, issue=42)]
+            + [_t('binary256k', c, 'rps', 1.5, issue=42) for c in (8, 64)]
+            + [_t(w, c, 'p99', 1.0, issue=42) for w in ('identity', 'mlp', 'mlp_batched', 'binary256k') for c in (8, 64)])
+
+def mode_kind(data, mode:str) -> str|None:
+    "Which server of the run is triton-mini with Python models in `mode`: 'mini', 'exp' (`--both-modes`), or None."
+    if data.get('python_backend_mode', 'thread') == mode: return 'mini'
+    return 'exp' if data.get('exp_mode') == mode else None
 
 def _get(data, kind, workload, c, key):
     """A median from the run, or None when that server did not run that workload, the run has no such figure (h2load
@@ -60,6 +74,9 @@ def evaluate(data) -> list:
     out = []
     for t in TARGETS:
         if t['workload'] not in data['workloads']: continue   # `--matrix identity`: judged on identity's targets alone
+        kind = mode_kind(data, ISSUE_MODE[t['issue']])
+        if kind is None: continue                              # the run has no server in the mode the target is about
+        t = dict(t, num=[kind if x == 'mini' else x for x in t['num']], den=[kind if x == 'mini' else x for x in t['den']])
         r = ratio(data, t['num'], t['den'], t['measure'])
         met = None if r is None else (r >= t['bar'] if t['measure'] == 'rps' else r <= t['bar'])
         out.append(dict(t, value=r, met=met))
@@ -68,10 +85,11 @@ def evaluate(data) -> list:
 def _x(r) -> str: return '—' if r is None else f'{r:.2f}×'
 def _n(v) -> str: return '—' if v is None else f'{v:,.0f}'
 
-def _target_text(t) -> str:
+def _target_text(t, both=False) -> str:
     what = 'req/s' if t['measure'] == 'rps' else 'p99'
+    what = f"{MODE_WORDS[ISSUE_MODE[t['issue']]]} {what}" if both else what   # both modes in the run: say whose target
     sign = '≥' if t['measure'] == 'rps' else '≤'
-    who = {'mini': "triton-mini's", 'triton': "Triton's"}
+    who = {'mini': "triton-mini's", 'exp': "triton-mini's", 'triton': "Triton's"}
     den = '' if t['den'][:2] == ['triton', t['workload']] else f' of {who[t["den"][0]]} {t["den"][1]}'
     if t['met'] is None: return f'{what} {sign} {t["bar"]:g}×{den}: not measured'
     return f'{what} {sign} {t["bar"]:g}×{den}: {_x(t["value"])} ' + ('met' if t['met'] else '**not met**')
@@ -81,18 +99,23 @@ def markdown(data) -> str:
     targets = evaluate(data)
     has = lambda kind: any(kind in w['results'] for w in data['workloads'].values())
     others = [(k, n) for k, n in (('mlserver', 'MLServer'), ('uvicorn', 'bare uvicorn')) if has(k)]
-    mode = data.get('python_backend_mode', 'thread')
-    lines = [f'| workload | c | Triton req/s | triton-mini req/s ({mode} mode) | mini / Triton | p99 mini / Triton | '
-             + ''.join(f'{n} / Triton | ' for _, n in others) + 'issue 14 targets |',
-             '|---|---|---|---|---|---|' + '---|' * len(others) + '---|']
+    mode, exp = data.get('python_backend_mode', 'thread'), data.get('exp_mode')
+    both = exp is not None and has('exp')
+    modes = [('mini', mode)] + ([('exp', exp)] if both else [])
+    short = {'process': 'processes', 'thread': 'threads'}
+    lines = [f'| workload | c | Triton req/s | '
+             + ''.join(f'triton-mini req/s ({m} mode) | {short[m]} / Triton | p99 {short[m]} / Triton | ' for _, m in modes)
+             + ''.join(f'{n} / Triton | ' for _, n in others)
+             + ('targets (issue 14: threads; issue 42: stub processes) |' if both else f'issue {14 if mode == "thread" else 42} targets |'),
+             '|---|---|---|' + '---|---|---|' * len(modes) + '---|' * len(others) + '---|']
     for w in LABELS:
         if w not in data['workloads']: continue
         for c in data['settings']['concurrency']:
             rps = lambda kind: _get(data, kind, w, c, 'rps')
             cell = lambda kind, key='rps': _x(ratio(data, [kind, w, c], ['triton', w, c], key))
-            mine = [_target_text(t) for t in targets if t['workload'] == w and t['concurrency'] == c]
+            mine = [_target_text(t, both) for t in targets if t['workload'] == w and t['concurrency'] == c]
             lines.append(f'| {LABELS[w]} | {c} | ' + ' | '.join(
-                [_n(rps('triton')), _n(rps('mini')), cell('mini'), cell('mini', 'p99')]
+                [_n(rps('triton'))] + [x for k, _ in modes for x in (_n(rps(k)), cell(k), cell(k, 'p99'))]
                 + [cell(k) for k, _ in others] + ['; '.join(mine) or '']) + ' |')
     met = sum(bool(t['met']) for t in targets)
     return '\n'.join(lines) + f'\n\n{met} of {len(targets)} targets met in this run.'
@@ -117,13 +140,16 @@ def chart(data, path:Path):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     mini = f"triton-mini ({data.get('python_backend_mode', 'thread')} mode)"
-    kinds = [(k, n, col) for k, n, col in (('mini', mini, '#1f77b4'), ('mlserver', 'MLServer', '#ff7f0e'),
+    exp = f"triton-mini ({data['exp_mode']} mode)" if data.get('exp_mode') else None
+    kinds = [(k, n, col) for k, n, col in (('mini', mini, '#1f77b4'), ('exp', exp, '#9ecae1'), ('mlserver', 'MLServer', '#ff7f0e'),
                                            ('uvicorn', 'bare uvicorn (ceiling)', '#bbbbbb'))
-             if any(k in w['results'] for w in data['workloads'].values())]
+             if n and any(k in w['results'] for w in data['workloads'].values())]
     groups = [(w, c) for w in LABELS if w in data['workloads'] and 'triton' in data['workloads'][w]['results']
               for c in data['settings']['concurrency']]
+    # the served default's req/s bar (issue 42 for stub processes, issue 14 for a thread-mode run)
+    served = 42 if data.get('python_backend_mode', 'thread') == 'process' else 14
     bars = {(t['workload'], t['concurrency']): t['bar'] for t in evaluate(data) if t['measure'] == 'rps' and t['den'][0] == 'triton'
-            and t['den'][1] == t['workload']}
+            and t['den'][1] == t['workload'] and t['issue'] == served}
     fig, ax = plt.subplots(figsize=(max(10, 0.5 * len(groups)), 3.6), dpi=80)   # 18 groups: 10 in, as before gRPC
     width = 0.8 / len(kinds)
     for i, (k, name, col) in enumerate(kinds):
@@ -132,7 +158,7 @@ def chart(data, path:Path):
         ax.bar([x for x, y in zip(xs, ys) if y], [y for y in ys if y], width, label=name, color=col)
     for g, key in enumerate(groups):
         if key in bars:
-            ax.plot([g - 0.45, g + 0.45], [bars[key]] * 2, color='black', lw=1.5, label='issue 14 target' if g == 0 else None)
+            ax.plot([g - 0.45, g + 0.45], [bars[key]] * 2, color='black', lw=1.5, label=f'issue {served} target' if g == 0 else None)
     ax.axhline(1, color='#d62728', lw=1, ls='--', label='real Triton 2.51')
     ax.set_yscale('log', base=2)
     ax.set_ylim(1 / 8, 48)
@@ -149,11 +175,17 @@ def chart(data, path:Path):
     fig.savefig(path, metadata={'Software': None})   # no version stamp: the same JSON gives the same bytes
     plt.close(fig)
 
-def latest(results:Path=RESULTS) -> Path:
-    "The newest committed matrix run (bench/results/<date>[-n]-matrix.json)."
-    runs = sorted(results.glob('*-matrix.json'), key=lambda p: (p.name[:10], int(p.name[11:].split('-')[0]) if p.name[11:].split('-')[0].isdigit() else 1))
+def latest(results:Path=RESULTS, runs=None) -> Path:
+    "The newest committed matrix run (bench/results/<date>[-n]-matrix.json), of `runs` if given."
+    runs = sorted(results.glob('*-matrix.json') if runs is None else runs, key=lambda p: (p.name[:10], int(p.name[11:].split('-')[0]) if p.name[11:].split('-')[0].isdigit() else 1))
     if not runs: raise FileNotFoundError(f'no *-matrix.json in {results}: run bench/run.py --matrix')
     return runs[-1]
+
+def latest_full(results:Path=RESULTS) -> Path:
+    "The newest committed run that measured every workload of the matrix (a newer run may have measured only some)."
+    runs = [p for p in results.glob('*-matrix.json') if set(LABELS) <= set(json.loads(p.read_text())['workloads'])]
+    if not runs: raise FileNotFoundError(f'no *-matrix.json in {results} with every workload: run bench/run.py --matrix')
+    return latest(results, runs)
 
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
