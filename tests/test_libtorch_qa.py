@@ -16,8 +16,12 @@ PyTorch backend, so the QA's own checks are the judge.
 The client hard-codes localhost:8000, so every server here binds the default HTTP port (gRPC and metrics are off),
 under the machine-wide lock the Python-backend QA uses (`triton_python_qa.default_ports`).
 
-Not run yet: L0_libtorch_io_names and L0_libtorch_io_types (CPU-runnable, but they build many variants of other QA
-models); L0_libtorch_instance_group_kind_model and L0_libtorch_shared_weights need GPUs.
+L0_libtorch_io_names: eight copies of `libtorch_float32_float32_float32` (versions 1 and 3), their tensor names
+rewritten with test.sh's `sed` edits (`IO_NAMES_SEDS`), served together; its unittest client (run with `-v`, so that
+each of its eight tests reports its own verdict) checks that every naming convention reaches the right argument.
+
+Not run yet: L0_libtorch_io_types (CPU-runnable; it builds invalid-type variants of other QA models and a sequence
+model from another generator). L0_libtorch_instance_group_kind_model and L0_libtorch_shared_weights need GPUs.
 """
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ def qa_source(tmp_path_factory):
     "The QA folders at TAG: qa/common and the subtests'."
     if why := missing(): skip_or_fail('libtorch_qa', why)
     dest = tmp_path_factory.mktemp('libtorch-qa')
-    tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', *(f'qa/{s}' for s in SUBTESTS)],
+    tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', *(f'qa/{s}' for s in SUBTESTS), 'qa/L0_libtorch_io_names'],
                          capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as t: t.extractall(dest, filter='data')
     return dest / 'qa'
@@ -111,3 +115,63 @@ def test_table_follows_test_sh(qa_source):
         on, off = re.search(r'if \[ "\$FLAG" == "true" \]; then\s+\w+\+=(\w+)\s+else\s+\w+\+=(\w+)', sh).groups()
         assert messages == {'true': stem + on, 'false': stem + off}, subtest
         assert '!= "3"' in sh and '--log-verbose=1' in sh, subtest
+
+
+# L0_libtorch_io_names/test.sh: `cp -r $DATADIR/libtorch_float32_float32_float32 models/NAME && sed -i 's/OLD/NEW/' ...`
+# for each model, in its order (the model's own name is the first edit of each).
+IO_NAMES_SEDS = {
+    'libtorch_output_index': [],
+    'libtorch_io_index': [('INPUT0', 'INPUT__0'), ('INPUT1', 'INPUT__1')],
+    'libtorch_no_output_index': [('OUTPUT__0', 'OUTPUT0'), ('OUTPUT__1', 'OUTPUT1')],
+    'libtorch_no_arguments_output_index': [('INPUT0', 'INPUTA'), ('INPUT1', 'INPUTB'), ('OUTPUT__0', 'OUTPUTA'), ('OUTPUT__1', 'OUTPUTB')],
+    'libtorch_mix_index': [('INPUT0', 'INPUTA'), ('INPUT1', 'INPUT__1'), ('OUTPUT__0', 'OUTPUTA')],
+    'libtorch_mix_arguments': [('INPUT1', 'INPUTB'), ('OUTPUT__0', 'OUTPUTA')],
+    'libtorch_mix_arguments_index': [('INPUT1', 'INPUT__1'), ('OUTPUT__0', 'OUTPUT0')],
+    'libtorch_unordered_index': [('INPUT0', 'INPUT_TMP1'), ('INPUT1', 'INPUT0'), ('INPUT_TMP1', 'INPUT1'),
+                                 ('OUTPUT__0', 'OUT__1'), ('OUTPUT__1', 'OUT__0')],
+}
+IO_NAMES_TESTS = ('test_io_index', 'test_output_index', 'test_no_output_index', 'test_no_arguments_no_output_index',
+                  'test_mix_index', 'test_mix_arguments', 'test_mix_arguments_index', 'test_unordered_index')
+
+
+def sed_i(path:Path, old:str, new:str):
+    "`sed -i 's/OLD/NEW/' PATH`: the first match on each line (the patterns here are plain words)."
+    path.write_text(''.join(re.sub(re.escape(old), new, line, count=1) for line in path.read_text().splitlines(keepends=True)))
+
+
+@pytest.fixture(scope='module')
+def io_names_run(qa):
+    "L0_libtorch_io_names arranged as its test.sh arranges it, served, its client run once: {test name: outcome}."
+    where = qa / 'L0_libtorch_io_names'
+    models = where / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    models.mkdir()
+    for name, edits in IO_NAMES_SEDS.items():
+        shutil.copytree(qa.parent / 'qa_model_repository' / 'libtorch_float32_float32_float32', models / name)
+        for old, new in [('libtorch_float32_float32_float32', name), *edits]: sed_i(models / name / 'config.pbtxt', old, new)
+    with pyqa.default_ports():
+        server = MiniProcess(models, fixed_ports=(8000, None, None), grpc=False, metrics=False)
+        try: client = subprocess.run([sys.executable, 'io_names_client.py', '-v'], cwd=where, capture_output=True, text=True, timeout=300)
+        finally: server.stop()
+    report = client.stdout + client.stderr
+    outcomes = dict(re.findall(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', report, re.M))
+    return outcomes, report + '\nserver log:\n' + server.log()[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('test', IO_NAMES_TESTS)
+def test_mini_passes_libtorch_io_names(io_names_run, test):
+    outcomes, report = io_names_run
+    assert outcomes.get(test) == 'ok', f'{test}: {outcomes.get(test)}\n{report[-5000:]}'
+
+
+def test_io_names_table_follows_test_sh(qa_source):
+    "IO_NAMES_SEDS and IO_NAMES_TESTS say what test.sh edits and what the client tests: read back from the files."
+    sh = (qa_source / 'L0_libtorch_io_names' / 'test.sh').read_text()
+    edits = {}
+    for block in re.findall(r'cp -r \$DATADIR/libtorch_float32_float32_float32 models/(\w+)(.*?)\n\n', sh, re.S):
+        name, rest = block
+        edits[name] = [(o, n) for o, n in re.findall(r"sed -i 's/(\w+)/(\w+)/'", rest)][1:]
+    assert edits == IO_NAMES_SEDS
+    client = (qa_source / 'L0_libtorch_io_names' / 'io_names_client.py').read_text()
+    assert tuple(re.findall(r'def (test_\w+)', client)) == IO_NAMES_TESTS
