@@ -12,7 +12,10 @@ Judges a test can be skipped for want of, and how CI insists on them:
 - `oracle` (the real Triton 2.51: tools/real_triton.py installs it from PyPI), `examples` (Triton's example client
   programs, tests/test_triton_examples.py), `qa` (Triton's QA corpus, ../shared/triton-qa or $TRITON_QA_DIR), `python_qa`
   (the server repository's git directory for its Python-backend QA, tests/test_triton_python_qa.py: $TRITON_SERVER_REPO,
-  unset by default while that judge is in its first stage, e.g. /work/.mirror/triton-inference-server+server/repo), `fil_qa`
+  unset by default while that judge is in its first stage, e.g. /work/.mirror/triton-inference-server+server/repo),
+  `openvino_qa` (the OpenVINO cases of tests/test_triton_qa.py: the openvino extra and the server repository's git
+  directory for qa/openvino_models, $TRITON_SERVER_REPO, by default that mirror), `libtorch_qa` (Triton's PyTorch-backend
+  QA that needs no GPU, tests/test_libtorch_qa.py: torch and that git directory), `fil_qa`
   (the FIL backend's end-to-end QA, tests/test_fil_qa.py: $TRITON_FIL_BACKEND_REPO and $RAPIDS_TRITON_REPO, git
   directories of fil_backend and rapids-triton, which .ci/run takes from the mirrors, plus scikit-learn, pandas and
   cuda-python), `browser`

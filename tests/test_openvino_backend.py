@@ -273,3 +273,17 @@ def test_disable_auto_complete_config_needs_the_config(tmp_path):
     with TritonServer(tmp_path, strict_model_config=True) as s:
         failures = s.start()
         assert failures == {'m': "failed to load 'm', failed to poll from model repository"}
+
+
+@pytest.mark.parametrize('side', ['input', 'output'])
+def test_each_tensor_is_checked_whole_before_the_next(side):
+    "ValidateInputs/ValidateOutputs check one tensor's name, type and dims before the next's: the first bad dims win."
+    from triton_mini.config_parser import parse_config
+    from triton_mini.openvino_backend import configure_model, openvino_options
+    good = {'input': [('INPUT0', 'TYPE_FP32', '1, 4'), ('INPUT1', 'TYPE_FP32', '1, 4')],
+            'output': [('OUTPUT0', 'TYPE_FP32', '1, 4'), ('OUTPUT1', 'TYPE_FP32', '1, 4')]}
+    first = 'INPUT0' if side == 'input' else 'OUTPUT0'
+    good[side] = [(first, 'TYPE_FP32', '1, 5'), ('UNKNOWN', 'TYPE_FP32', '1, 4')]
+    cfg = parse_config('name: "m"\nmax_batch_size: 0\n' + io('input', good['input']) + io('output', good['output']))
+    with pytest.raises(Exception, match=rf"model 'm', tensor '{first}': the model expects 2 dimensions \(shape \[1,4\]\)"):
+        configure_model(ov, add_sub(), cfg, openvino_options(cfg))

@@ -232,3 +232,19 @@ def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
     assert np.array_equal(got, direct('two', torch.from_numpy(a), torch.from_numpy(b)).numpy())
     status, _, body = http(s.http_port, 'GET', '/v2/models/linear/config')
     assert status == 200 and json.loads(body)['platform'] == 'pytorch_libtorch' and json.loads(body)['backend'] == 'pytorch'
+
+
+def test_parameters_are_logged_once_per_version_as_triton_does(tmp_path, caplog):
+    "ModelState::ParseParameters logs per model version (the libtorch QA counts 3 for 3 versions), not per instance."
+    import logging
+    cfg = ('backend: "pytorch"\nmax_batch_size: 8\nversion_policy: { all { }}\ninstance_group [{ count: 2 kind: KIND_CPU }]\n'
+           'parameters [{ key: "DISABLE_CUDNN" value: { string_value: "true" } }]\n'
+           + io('input', [('INPUT__0', 'TYPE_FP32', 5)]) + io('output', [('OUTPUT__0', 'TYPE_FP32', 3)]))
+    write(tmp_path, 'linear', cfg)
+    (tmp_path / 'linear' / '2').mkdir()
+    MODULES['linear'].save(str(tmp_path / 'linear' / '2' / 'model.pt'))
+    with caplog.at_level(logging.INFO, logger='triton_mini.pytorch_backend'), TritonServer(tmp_path) as s:
+        assert s.start() == {}
+    said = [r.getMessage() for r in caplog.records if r.name == 'triton_mini.pytorch_backend']
+    assert said.count("cuDNN is disabled for model instance 'linear'") == 2, said
+    assert said.count("Inference Mode is enabled for model instance 'linear'") == 2, said

@@ -1,5 +1,5 @@
 """Triton's own model-configuration QA (`qa/L0_model_config`, NVIDIA's corpus in ../shared/triton-qa), run the way
-its test.sh runs it: 191 of 191 cases pass on triton-mini; real Triton 2.51 passes 191 of 191.
+its test.sh runs it: 200 of 200 cases pass on triton-mini; real Triton 2.51 passes 191 of 191.
 
 Each case is a test here, on triton-mini (`python -m triton_mini`, a subprocess like test.sh's tritonserver) and on
 the real Triton (`-m oracle`, where ../shared/oracle is present). The harness is `tests/triton_qa.py`: which cases run
@@ -7,8 +7,14 @@ and how test.sh prepares, starts and judges them, the CPU-only adaptations, and 
 
 The 191 CPU-relevant cases: cli_messages (2), special_cases (3), noautofill_platform with `platform: "onnxruntime_onnx"`
 under `--strict-model-config=true` and under `--disable-auto-complete-config` (2 x 58), autofill_noplatform common /
-custom / ensemble / python (1 + 2 + 32 + 17), autofill_noplatform_success custom / ensemble / python (2 + 4 + 12).
-Not run, and why: see `triton_qa.NOT_RUN` (backends a CPU machine lacks, and model_metrics, newer than Triton 2.51).
+custom / ensemble / python (1 + 2 + 32 + 17), autofill_noplatform_success custom / ensemble / python (2 + 4 + 12);
+and on triton-mini only, the OpenVINO auto-complete cases, autofill_noplatform/openvino (6) and
+autofill_noplatform_success/openvino (3): the oracle has no OpenVINO backend, so their `expected*` files judge alone.
+They need the openvino extra and the server repository's git directory (`$TRITON_SERVER_REPO`, for qa/openvino_models);
+without them they skip, or fail where `TRITON_MINI_REQUIRE` names `openvino_qa` (.ci/run's OpenVINO step). Run them
+alone with `pytest -n 0 tests/test_triton_qa.py -k openvino`.
+Not run, and why: see `triton_qa.NOT_RUN` (backends a CPU machine lacks, model files only NVIDIA's /data has, and
+model_metrics, newer than Triton 2.51).
 
 triton-mini's failures are listed, each with its cause, in `tests/triton_qa_known_failures.txt`: they are strict
 xfails, so a fix that makes a case pass fails its test until the line is removed (and the figure above updated:
@@ -46,7 +52,7 @@ KNOWN = known_failures()
 def params(kind:str) -> list:
     if not CASES: return [pytest.param(None, id='corpus-absent')]   # skipped (or failed) by the `corpus` fixture
     marks = lambda c: [pytest.mark.xfail(strict=True, reason=KNOWN[c.id])] if kind == 'mini' and c.id in KNOWN else []
-    return [pytest.param(c, id=c.id, marks=marks(c)) for c in CASES]
+    return [pytest.param(c, id=c.id, marks=marks(c)) for c in CASES if kind == 'mini' or qa.oracle_runs(c)]
 
 
 @pytest.fixture(scope='module')
@@ -64,7 +70,7 @@ def verdicts(request, corpus):
             test = f'test_{kind}_passes_triton_qa'
             selected = [item.callspec.params['case'] for item in request.session.items
                         if getattr(item, 'originalname', None) == test and item.module is sys.modules[__name__]]
-            cache[kind] = qa.run_cases(kind, [c for c in selected if c is not None])
+            cache[kind] = qa.run_cases(kind, [c for c in selected if c is not None and not qa.missing(c)])
         return cache[kind][case.id]
     return get
 
@@ -72,6 +78,7 @@ def verdicts(request, corpus):
 @pytest.mark.slow
 @pytest.mark.parametrize('case', params('mini'))
 def test_mini_passes_triton_qa(case, verdicts):
+    if why := qa.missing(case): skip_or_fail('openvino_qa', why)
     ok, detail = verdicts('mini', case)
     assert ok, f'{case.id}: {detail}'
 
@@ -97,7 +104,8 @@ def test_known_failures_name_cases_with_causes():
 def test_docstring_states_the_figure():
     m = re.search(r'(\d+) of (\d+) cases pass on triton-mini; real Triton 2.51 passes (\d+) of (\d+)', ' '.join(__doc__.split()))
     assert m, 'the docstring lost its figure'
-    assert tuple(map(int, m.groups())) == (len(CASES) - len(KNOWN), len(CASES), len(CASES), len(CASES))
+    oracle_cases = sum(map(qa.oracle_runs, CASES))
+    assert tuple(map(int, m.groups())) == (len(CASES) - len(KNOWN), len(CASES), oracle_cases, oracle_cases)
 
 
 # The judge itself, without servers: each of these would let a wrong verdict through if it broke.
@@ -138,3 +146,20 @@ def test_staging_follows_test_sh(tmp_path):
     qa.stage(by_id['autofill_noplatform/ensemble/circular_dependency'], repo)    # a whole repository: versions for all
     assert sorted(p.name for p in repo.iterdir()) == ['circular_dependency', 'circular_dependency_2', 'expected', 'expected_2']
     assert all((repo / m / '1').is_dir() for m in ('circular_dependency', 'circular_dependency_2'))
+
+
+@pytest.mark.usefixtures('corpus')
+def test_openvino_cases_are_staged_as_test_sh_stages_them(tmp_path):
+    "cp -r qa/openvino_models/fixed_batch/1 into each case, dynamic_batch/1 into dynamic_batch; no_config is one model."
+    if why := qa.openvino_models_missing(): skip_or_fail('openvino_qa', why)
+    by_id = {c.id: c for c in CASES}
+    assert 'autofill_noplatform_success/openvino/partial_config' not in by_id   # NVIDIA's /data only: NOT_RUN
+    for cid in ('autofill_noplatform/openvino/too_few_inputs', 'autofill_noplatform_success/openvino/no_config',
+                'autofill_noplatform_success/openvino/dynamic_batch'):
+        case = by_id[cid]
+        assert not case.whole_repo and not qa.oracle_runs(case), cid
+        qa.stage(case, tmp_path)
+        files = sorted(p.name for p in (tmp_path / case.target / '1').iterdir())
+        assert files == ['model.bin', 'model.mapping', 'model.xml'], (cid, files)
+    xml = lambda name: (tmp_path / name / '1' / 'model.xml').read_text()
+    assert '<net name="fixed_batch"' in xml('no_config') and '<net name="dynamic_batch"' in xml('dynamic_batch')

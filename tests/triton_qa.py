@@ -20,6 +20,11 @@ Adaptations to a CPU-only machine, each one named where it happens:
   Python-based backends report `runtime: "model.py"`, which the oracle's expectation accounts for;
 - `special_cases/invalid_platform` gets a small ONNX add/sub model of our own instead of the QA's
   `onnx_float32_float32_float32` (the case fails on its config before the file is read).
+- the OpenVINO cases (autofill_noplatform{,_success}/openvino) get the model test.sh copies from the container's
+  `qa/openvino_models`: that folder is in the server repository at v2.51.0, not in this corpus, so `openvino_models()`
+  extracts it with git from `$TRITON_SERVER_REPO` (default: the mirror under /work/.mirror), never committing it. They
+  need the openvino extra, and they run on triton-mini only: the CPU oracle has no OpenVINO backend, so the cases'
+  own `expected*` files are the only judge (`missing()` says why a case cannot run here).
 
 Grouping (`plan()`): test.sh starts one server per case. Single-folder cases that share their flags are loaded
 together, one repository per flag set, with `--exit-on-error=false`; each then looks at its own model's readiness and
@@ -29,7 +34,8 @@ runs every case alone, to check that grouping changes no verdict.
 """
 from __future__ import annotations
 
-import contextlib, dataclasses, itertools, json, os, re, shutil, subprocess, sys, tempfile, time, urllib.parse
+import atexit, contextlib, dataclasses, functools, importlib.util, io, itertools, json, os, re, shutil, subprocess, sys
+import tarfile, tempfile, time, urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -40,20 +46,27 @@ QA = Path(os.environ.get('TRITON_QA_DIR') or ROOT.parent / 'shared' / 'triton-qa
 L0 = QA / 'L0_model_config'
 STANDIN_BACKENDS = Path(__file__).parent / 'fixtures' / 'triton_qa_backends'
 STRICT_FALSE = ('--strict-model-config=false',)
+# The server repository's git directory, for the OpenVINO cases' model files (qa/openvino_models at the oracle's tag).
+SERVER_REPO = Path(os.environ.get('TRITON_SERVER_REPO') or '/work/.mirror/triton-inference-server+server/repo')
+SERVER_TAG = 'v2.51.0'
 
 # Which parts of the corpus run here, and why the rest does not (reported by the test module's docstring).
-CPU_GROUPS = ('common', 'custom', 'ensemble', 'python')
+CPU_GROUPS = ('common', 'custom', 'ensemble', 'python', 'openvino')
 NOT_RUN = {
     'autofill_noplatform{,_success}/{tensorrt,pytorch}': 'TensorRT has no CPU backend; the PyTorch cases need the QA '
         "model files test.sh copies from NVIDIA's /data/inferenceserver",
-    'autofill_noplatform{,_success}/openvino': 'not run yet: their model files are in the server repository '
-        '(qa/openvino_models at v2.51.0, not in this corpus) and triton-mini has an OpenVINO backend, but the CPU '
-        "oracle has none, so only the cases' expected files could judge (partial_config needs /data/inferenceserver)",
+    'autofill_noplatform_success/openvino/partial_config': "test.sh copies its model (qa_model_repository/"
+        "openvino_int8_int8_int8) from NVIDIA's /data/inferenceserver (the other OpenVINO cases run, on triton-mini only)",
     'autofill_noplatform{,_success}/onnx': "need the QA's ONNX model files, and the CPU oracle has no onnxruntime backend",
     'noautofill_platform with tensorrt_plan / pytorch_libtorch': 'platforms without a CPU backend (onnxruntime_onnx runs)',
     'custom_parameters/tensorrt': 'TensorRT plans',
     'model_metrics': 'the model_metrics config field postdates Triton 2.51 (2.51 fails to read such a config.pbtxt)',
 }
+
+
+# test.sh's success loop: "If there is a config.pbtxt at the top-level of the test then assume that the directory is a
+# single model. Otherwise assume that the directory is an entire model repository", except for these names.
+NO_CONFIG_SINGLE_MODELS = ('no_config', 'no_config_variable', 'no_config_shape_tensor', 'no_config_non_linear_format_io')
 
 
 def available() -> bool: return (L0 / 'test.sh').is_file()
@@ -94,8 +107,46 @@ def cases() -> list:
         for group in CPU_GROUPS:
             if not (L0 / top / group).is_dir(): continue
             for d in sorted((L0 / top / group).iterdir()):
-                out.append(Case(f'{top}/{group}/{d.name}', d, kind, STRICT_FALSE, whole_repo=not (d / 'config.pbtxt').is_file()))
+                if f'{top}/{group}/{d.name}' in NOT_RUN: continue
+                single = (d / 'config.pbtxt').is_file() or kind == 'success' and d.name in NO_CONFIG_SINGLE_MODELS
+                out.append(Case(f'{top}/{group}/{d.name}', d, kind, STRICT_FALSE, whole_repo=not single))
     return out
+
+
+def is_openvino(case:Case) -> bool: return case.id.split('/')[1:2] == ['openvino']
+
+
+def oracle_runs(case:Case) -> bool:
+    "Whether the CPU oracle can run `case`: not the OpenVINO cases (pytriton's Triton has no OpenVINO backend)."
+    return not is_openvino(case)
+
+
+def missing(case:Case) -> str | None:
+    "None when `case` can run here, else why not: the OpenVINO cases need the openvino extra and the server's git directory."
+    if not is_openvino(case): return None
+    if importlib.util.find_spec('openvino') is None:
+        return "the OpenVINO cases of Triton's QA need OpenVINO: pip install -e '.[openvino]'"
+    return openvino_models_missing()
+
+
+def openvino_models_missing() -> str | None:
+    "None when SERVER_REPO holds qa/openvino_models at SERVER_TAG, else why not."
+    r = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'rev-parse', '--verify', '-q', f'{SERVER_TAG}^{{commit}}'], capture_output=True)
+    if r.returncode:
+        return (f"the OpenVINO cases of Triton's QA need qa/openvino_models from a git directory of triton-inference-server/"
+                f"server with tag {SERVER_TAG}: $TRITON_SERVER_REPO ({SERVER_REPO}) is not one")
+    return None
+
+
+@functools.cache
+def openvino_models() -> Path:
+    "The server's `qa/openvino_models` at SERVER_TAG (fixed_batch, dynamic_batch), extracted once per process."
+    dest = Path(tempfile.mkdtemp(prefix='triton-qa-openvino-'))
+    atexit.register(shutil.rmtree, dest, True)
+    tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', SERVER_TAG, 'qa/openvino_models'],
+                         capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t: t.extractall(dest, filter='data')
+    return dest / 'qa' / 'openvino_models'
 
 
 def model_dirs(case:Case, repo:Path) -> list:
@@ -120,6 +171,8 @@ def stage(case:Case, repo:Path):
         if group == 'python':   # its own model.py into 1/, else qa/python_models/auto_complete/model.py
             (d / '1').mkdir(exist_ok=True)
             shutil.copy(d / 'model.py' if (d / 'model.py').is_file() else QA / 'python_models' / 'auto_complete' / 'model.py', d / '1')
+        elif group == 'openvino':   # cp -r /opt/tritonserver/qa/openvino_models/{fixed,dynamic}_batch/1 $modelpath
+            shutil.copytree(openvino_models() / ('dynamic_batch' if d.name == 'dynamic_batch' else 'fixed_batch') / '1', d / '1')
         elif group == 'custom' or group == 'ensemble' and case.whole_repo:
             (d / '1').mkdir(exist_ok=True)   # test.sh's "Make version folders" lists: every folder of these cases
     name = case.target
@@ -389,7 +442,8 @@ def run_cases(kind:str, selected:list, workers:int=3, isolated:bool=False) -> di
 if __name__ == '__main__':   # python tests/triton_qa.py [mini|triton] [--isolated] [--json FILE]: the failures, the figure
     kind = sys.argv[1] if len(sys.argv) > 1 else 'mini'
     t0 = time.monotonic()
-    res = run_cases(kind, cases(), isolated='--isolated' in sys.argv)
+    runnable = [c for c in cases() if missing(c) is None and (kind == 'mini' or oracle_runs(c))]
+    res = run_cases(kind, runnable, isolated='--isolated' in sys.argv)
     for cid, (ok, detail) in sorted(res.items()):
         if not ok: print(f'FAIL {cid}\n{detail}\n')
     if '--json' in sys.argv: Path(sys.argv[sys.argv.index('--json') + 1]).write_text(json.dumps(res, indent=1, sort_keys=True))

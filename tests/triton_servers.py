@@ -83,7 +83,7 @@ def oracle_marked():
 # ------------------------------------------------------------------------------------------------- required judges
 
 REQUIRE = 'TRITON_MINI_REQUIRE'
-JUDGES = ('oracle', 'examples', 'qa', 'python_qa', 'fil_qa', 'browser', 'cells')   # what a test (or a notebook cell: 'cells') can be skipped for want of, and CI can insist on
+JUDGES = ('oracle', 'examples', 'qa', 'python_qa', 'openvino_qa', 'libtorch_qa', 'fil_qa', 'browser', 'cells')   # what a test (or a notebook cell: 'cells') can be skipped for want of, and CI can insist on
 
 
 def required_judges() -> set:

@@ -116,8 +116,8 @@ def configure_model(ov, model, cfg:ModelConfig, opts:dict):
     mbs = cfg.max_batch_size
     if len(model.inputs) != len(cfg.input):
         raise TritonError(f"unable to load model '{cfg.name}', configuration expects {len(cfg.input)} inputs, model provides {len(model.inputs)}", 'INVALID_ARG')
-    _check_names(cfg, cfg.input, model.inputs, 'input')
     if opts['reshape_io_layers']:
+        _check_names(cfg, cfg.input, model.inputs, 'input')   # the reshape needs every name
         shapes = {}
         for io in cfg.input:
             dims = _dims(io)
@@ -127,7 +127,8 @@ def configure_model(ov, model, cfg:ModelConfig, opts:dict):
             shapes[io.name] = ov.PartialShape(([old[0]] if mbs and len(old) else []) + [ov.Dimension() if d == -1 else ov.Dimension(d) for d in dims])
         _ov_call('setting shape for ' + ', '.join(shapes), model.reshape, shapes)
     ppp = PrePostProcessor(model)
-    for io in cfg.input:
+    for io in cfg.input:   # each tensor whole (name, type, dims) before the next, as ValidateInputs does
+        _check_names(cfg, [io], model.inputs, 'input')
         element = _element(ov, cfg, io, 'input')
         _ov_call(f'setting precision for {io.name}', lambda: ppp.input(io.name).tensor().set_element_type(element))
         if not opts['reshape_io_layers']:
@@ -135,9 +136,9 @@ def configure_model(ov, model, cfg:ModelConfig, opts:dict):
         if mbs: _ov_call(f'setting layout for {io.name}', lambda: ppp.input(io.name).tensor().set_layout(ov.Layout('N...')))
     model = _ov_call('apply model input preprocessing', ppp.build)
     if mbs: _ov_call('setting max batch size', ov.set_batch, model, mbs if opts['skip_ov_dynamic_batchsize'] else -1)
-    _check_names(cfg, cfg.output, model.outputs, 'output')
     ppp = PrePostProcessor(model)
     for io in cfg.output:
+        _check_names(cfg, [io], model.outputs, 'output')
         element = _element(ov, cfg, io, 'output')
         _ov_call(f'setting precision for {io.name}', lambda: ppp.output(io.name).tensor().set_element_type(element))
         compare_dims(cfg.name, io.name, model.output(io.name).get_partial_shape(), _dims(io), mbs, exact=True)

@@ -8,6 +8,7 @@ import logging, re, threading, time
 from pathlib import Path
 
 import numpy as np
+from fastcore.basics import patch
 
 from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows
 from .model_config import ModelConfig
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FORWARD_ARGUMENT', 'NAMED_INDEX', 'STRICT_CONFIG_ORDERING', 'TORCH_TYPES', 'bool_param', 'int_param',
            'torch_options', 'set_thread_counts', 'naming_convention', 'tensor_positions', 'forward_arguments',
-           'check_config', 'load_module', 'module_outputs', 'PyTorchInstance', 'PyTorchBackend']
+           'check_config', 'load_module', 'module_outputs', 'PyTorchInstance', 'PyTorchBackend', 'parameter_log_lines']
 
 # %% ../nbs/04e_pytorch_backend.ipynb #5fde82eb
 _INT = re.compile(r'\s*[+-]?\d+')
@@ -251,3 +252,27 @@ class PyTorchBackend(Backend):
     "Triton's pytorch backend on the CPU: `<version>/model.pt` run by TorchScript."
     name, platforms, default_model_filename = 'pytorch', ('pytorch_libtorch',), 'model.pt'
     instance_class = PyTorchInstance
+
+# %% ../nbs/04e_pytorch_backend.ipynb #2a12062b
+def _on(flag:bool) -> str: return 'enabled' if flag else 'disabled'
+
+def parameter_log_lines(cfg:ModelConfig) -> list:
+    "The INFO lines ModelState::ParseParameters writes for `cfg`'s parameters, in its order and words."
+    if not cfg.parameters: return []
+    o, tail = torch_options(cfg), f" for model instance '{cfg.name}'"
+    lines = [f"Optimized execution is {_on(o['optimized_execution'])}", f"Cache Cleaning is {_on(o['cache_cleaning'])}",
+             f"Inference Mode is {_on(o['inference_mode'])}", f"cuDNN is {_on(not bool_param(cfg, 'DISABLE_CUDNN'))}"]
+    if o['tensor_fuser'] is not None: lines.append(f"Tensor fuser is {_on(o['tensor_fuser'])}")
+    if (sharing := bool_param(cfg, 'ENABLE_WEIGHT_SHARING')) is not None: lines.append(f'Weight sharing is {_on(sharing)}')
+    if o['jit_profiling'] is not None: lines.append(f"Jit profiling is {_on(o['jit_profiling'])}")
+    if o['jit_executor'] is not None: lines.append(f"Jit executor is {_on(o['jit_executor'])}")
+    for n, side in ((o['intra_op_threads'], 'Intra'), (o['inter_op_threads'], 'Inter')):
+        if n and n > 0: lines.append(f'{side} op thread count is set to {n}')
+    return [line + tail for line in lines]
+
+@patch
+def create_instance(self:PyTorchBackend, args:InstanceArgs) -> ModelInstance:
+    "Load one instance; a version's first instance logs the parameters first, as Triton's per-version ModelState does."
+    if args.config.instance_group and args.instance_name == f'{args.config.instance_group[0].name}_0':
+        for line in parameter_log_lines(args.config): log.info(line)
+    return self.instance_class(args)
