@@ -65,6 +65,16 @@ def check_streaming(port:int, tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_each_level_knows_how_busy_its_load_workers_were(server):
+    "The client's CPU over the stable windows, for the saturation warning (issue 46): a share of the workers' cores."
+    from triton_mini.perf import parse_args, run
+    args = parse_args(['-m', 'add_sub', '-u', f'localhost:{server.http_port}', '--concurrency-range', '1:5:4', *FAST])
+    levels = run(args, log=lambda *a: None)
+    assert [l.client[1] for l in levels] == [1, 2]          # c=5: two worker processes (THREADS_PER_WORKER is 4)
+    assert all(0 < l.client[0] < 1.5 for l in levels), [l.client for l in levels]   # busy a little, not idle, not over
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize('protocol', ['http', 'grpc'])
 def test_perf_over_both_protocols(server, tmp_path, protocol):
     port = server.http_port if protocol == 'http' else server.grpc_port

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import psutil
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS', 'PerfError', 'build_parser',
-           'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic', 'data_steps', 'step_tensor',
-           'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'wire_request', 'grpc_caller', 'split_load',
-           'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller', 'stream_request',
+__all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CLIENT_SATURATED', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS', 'PerfError',
+           'build_parser', 'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic', 'data_steps',
+           'step_tensor', 'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'wire_request', 'grpc_caller',
+           'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller', 'stream_request',
            'async_stream_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge', 'in_window',
            'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect', 'model_info',
            'stats_reader', 'run', 'measure', 'first_request', 'main', 'region_name', 'output_bytes',
@@ -356,6 +357,20 @@ class LoadGenerator:
         if errors: raise PerfError(f'inference request failed: {errors[0]}')
         return np.concatenate([r for r, _ in got])
 
+    def cpu_seconds(self) -> float:
+        "CPU time (user + system) the worker processes have used so far."
+        total = 0.0
+        for p in self.procs:
+            try: t = psutil.Process(p.pid).cpu_times(); total += t.user + t.system
+            except psutil.Error: pass   # gone: its last seconds are not counted
+        return total
+
+    @property
+    def cores(self) -> int:
+        "Cores the workers can keep busy: one each (a Python process sends from one thread at a time), at most the CPUs this process may run on."
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+        return max(1, min(len(self.procs), usable))
+
     def stop(self):
         try: self.collect('stop')
         except (PerfError, OSError, EOFError): pass
@@ -567,6 +582,7 @@ class Level:
     stable: bool
     trials: int
     decoupled: bool = False     # report the response throughput too
+    client: tuple | None = None # (share of their cores the load workers kept busy, those cores) over the stable windows
 
 def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
     "Load the server at one level until perf_analyzer's stability rule holds (or --max-trials); the Level."
@@ -575,18 +591,20 @@ def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
     spec.rate, spec.is_async, spec.streaming = (value if rate else None), args.is_async, args.streaming
     gen = LoadGenerator(spec, threads)
     try:
-        windows = []
+        windows, cpu = [], []
         for trial in range(args.max_trials):
-            before, t0 = stats(), time.perf_counter()
+            before, t0, c0 = stats(), time.perf_counter(), gen.cpu_seconds()
             time.sleep(args.measurement_interval / 1000)
-            t1, after = time.perf_counter(), stats()
+            t1, c1, after = time.perf_counter(), gen.cpu_seconds(), stats()
             windows.append(Window(t1 - t0, in_window(gen.collect(), t0, t1), delta(after, before), args.batch_size))
+            cpu.append((c1 - c0) / ((t1 - t0) * gen.cores))
             log(f'  Pass [{trial + 1}] throughput: {windows[-1].throughput:.2f} infer/sec. '
                 f'{_latency_name(args.percentile)}: {windows[-1].latency(args.percentile):.0f} usec')
             if is_stable(windows, args.stability_percentage, args.percentile): break
     finally: gen.stop()
     stable = is_stable(windows, args.stability_percentage, args.percentile)
-    return Level(args.mode, value, merge(windows[-STABILITY_WINDOW:]), stable, len(windows), getattr(args, 'decoupled', False))
+    client = (float(np.mean(cpu[-STABILITY_WINDOW:])), gen.cores)
+    return Level(args.mode, value, merge(windows[-STABILITY_WINDOW:]), stable, len(windows), getattr(args, 'decoupled', False), client)
 
 def _latency_name(percentile) -> str: return f'p{percentile} latency' if percentile else 'Avg latency'
 
@@ -616,11 +634,21 @@ def report(self:Level, protocol:str='http', percentile:int|None=None) -> str:
             f'    Avg gRPC time: {send + wait + recv:.0f} usec ((un)marshal request/response {send + recv:.0f} usec + response wait {wait:.0f} usec)')
     return '\n'.join([head, '  Client: ', f'    Request count: {len(us)}', f'    Throughput: {w.throughput:.2f} infer/sec', *responses,
         f'    Avg latency: {w.latency():.0f} usec (standard deviation {us.std() if len(us) else 0:.0f} usec)', *pcts,
-        wire,
+        wire, *self.saturation(),
         '  Server: ', f'    Inference count: {s.get("inference_count", 0)}', f'    Execution count: {s.get("execution_count", 0)}',
         f'    Successful request count: {s.get("success_count", 0)}',
         f'    Avg request latency: {parts["success"]:.0f} usec (overhead {overhead:.0f} usec + queue {parts["queue"]:.0f} usec + '
         f'compute input {parts["compute_input"]:.0f} usec + compute infer {parts["compute_infer"]:.0f} usec + compute output {parts["compute_output"]:.0f} usec)', ''])
+
+CLIENT_SATURATED = 0.9   # the load workers busy this much of their cores: the client, not the server, may be the limit
+
+@patch
+def saturation(self:Level) -> list:
+    "A warning line when the load generator was the bottleneck (perf_analyzer has none: issue 46 asks for it)."
+    if self.client is None or self.client[0] < CLIENT_SATURATED: return []
+    n = self.client[1]
+    return [f'    Warning: the load generator kept {self.client[0]:.0%} of its {n} core{"s" * (n > 1)} busy: the client may '
+            'have saturated before the server did, so these figures are a floor of what the server can do']
 
 def summary(levels:list, percentile:int|None=None) -> str:
     "perf_analyzer's closing lines, one per level."
