@@ -6,13 +6,17 @@ Every server here binds the default ports 8000-8002 (the clients hard-code them)
 machine-wide file lock, one server at a time; the client's verdicts are read from its junit XML, and each case of it
 is one test here (`server_log`, `init_error` ...: the checks test.sh makes on the server's log and exit).
 
-Subtests run: decoupled, lifecycle, restart, bls (2026-12-06: every case gives the same verdict on both servers; the
-one case both fail, restart's test_restart, is Triton 2.51's own, recorded in KNOWN; test_decoupled_bls needs a GPU).
+Subtests run: decoupled, lifecycle, restart, bls, async_execute, response_sender, request_rescheduling (2026-12-06:
+every case gives the same verdict on both servers; the one case both fail, restart's test_restart, is Triton 2.51's
+own, recorded in KNOWN; test_decoupled_bls needs a GPU). async_execute, response_sender and request_rescheduling run
+whole (response_sender's two cases its client skips, "Model unload will hang", are skipped on both): 31 passed and 2
+skipped on each server; response_sender first showed two differences, fixed in 04_pb_utils and 04a_python_backend
+(tests/test_response_sender_rules.py).
 bls runs its CPU part: the tests of its bls model that need a GPU or NVIDIA's QA data folder (${DATADIR}: the
 onnx_nobatch_sequence_int32, onnx_int32_int32_int32 and libtorch models test.sh copies) are named in NEEDS_GPU with
 why, as are bls_async (every execute sends CUDA tensors) and bls_model_loading (its ONNX model is from ${DATADIR}).
-Not run yet: async_execute, response_sender, request_rescheduling, model_control, custom_metrics, logging, io,
-argument_validation, ensemble, and the other subtests of L0_backend_python.
+Not run yet: model_control, custom_metrics, logging, io, argument_validation, ensemble, and the other subtests of
+L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
 """
@@ -46,6 +50,22 @@ CASES = {
                 'test_multiple_bls', 'test_timeout', 'test_response_iterator', 'test_preferred_memory',
                 'bls_memory', 'bls_memory_async', 'bls_async', 'timeout_log')]
            + ['bls_init_error', 'bls_finalize_error', 'bls_model_loading', 'bls_model_loading_warmup', 'test_bls_parameters'],
+    'async_execute': ['test_concurrent_execute_single_request', 'test_concurrent_execute_multi_request',
+                      'test_concurrent_execute_single_request_bls', 'test_concurrent_execute_multi_request_bls',
+                      'test_concurrent_execute_different_duration', 'test_model_raise_exception'],
+    'response_sender': ['test_decoupled_zero_response_pre_return', 'test_decoupled_zero_response_post_return',
+                        'test_decoupled_one_response_pre_return', 'test_decoupled_one_response_post_return',
+                        'test_decoupled_two_response_pre_return', 'test_decoupled_two_response_post_return',
+                        'test_decoupled_response_pre_and_post_return', 'test_non_decoupled_one_response_on_return',
+                        'test_non_decoupled_one_response_pre_return', 'test_non_decoupled_one_response_post_return',
+                        'test_decoupled_multiple_requests', 'test_non_decoupled_multiple_requests',
+                        'test_decoupled_one_response_on_return', 'test_decoupled_one_response_pre_and_on_return',
+                        'test_decoupled_one_response_on_and_post_return', 'test_non_decoupled_zero_response_pre_return',
+                        'test_non_decoupled_zero_response_post_return', 'test_non_decoupled_two_response_pre_return',
+                        'test_non_decoupled_two_response_post_return', 'test_non_decoupled_one_response_pre_and_on_return',
+                        'test_non_decoupled_one_response_on_and_post_return', 'test_respond_after_complete_final'],
+    'request_rescheduling': ['test_wrong_return_type', 'test_non_decoupled_e2e', 'test_decoupled_e2e',
+                             'test_grpc_decoupled', 'test_grpc_non_decoupled'],
 }
 
 # (subtest, case, server) -> why it fails there; a case failing on both servers is Triton's own (with the evidence).
@@ -187,8 +207,55 @@ def run_bls(kind, qa, tmp) -> dict:
     return results
 
 
+def run_async_execute(kind, qa, tmp) -> dict:
+    "async_execute/test.sh: one server; concurrency_test.py reads its log (SERVER_LOG) for the model's ValueError."
+    models = pyqa.arrange_async_execute(qa)
+    server = start(kind, models, log_name='concurrency_test.server.log')
+    try: return pyqa.run_client(models.parent, 'concurrency_test.py', tmp / 'concurrency_test.xml',
+                                env={'SERVER_LOG': 'concurrency_test.server.log'})
+    finally: server.stop()
 
-RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart, 'bls': run_bls}
+
+def run_response_sender(kind, qa, tmp) -> dict:
+    "response_sender/test.sh: a server on the eight response_sender models, then one on response_sender_complete_final."
+    models = pyqa.arrange_response_sender(qa)
+    server = start(kind, models, log_name='response_sender_test.server.log')
+    try: results = pyqa.run_client(models.parent, 'response_sender_test.py', tmp / 'response_sender.xml',
+                                   env={'SERVER_LOG': 'response_sender_test.server.log'})
+    finally: server.stop()
+    models = pyqa.arrange_response_sender_complete_final(qa)
+    server = start(kind, models, log_name='response_sender_complete_final_test.server.log')
+    try: results.update(pyqa.run_client(models.parent, 'response_sender_complete_final_test.py', tmp / 'complete_final.xml',
+                                        env={'SERVER_LOG': 'response_sender_complete_final_test.server.log'}))
+    finally: server.stop()
+    return results
+
+
+def run_request_rescheduling(kind, qa, tmp) -> dict:
+    """request_rescheduling/test.sh: one server (explicit model control, every model loaded); test_infer_shm_leak.py on
+    its bls model, which runs its unittest class inside execute (each test judged from the report in the server log,
+    as bls's), then grpc_endpoint_test.py."""
+    models = pyqa.arrange_request_rescheduling(qa)
+    server = start(kind, models, '--model-control-mode=explicit', '--load-model=*', log_name='request_rescheduling_server.log')
+    folder = models.parent
+    try:
+        client = pyqa.run_client(folder, '../test_infer_shm_leak.py', tmp / 'bls_request_rescheduling.xml',
+                                 env={'MODEL_NAME': 'bls_request_rescheduling'})
+        client = client.get('test_shm_leak', ('error', client['__output__'][1]))
+        results = pyqa.run_client(folder, 'grpc_endpoint_test.py', tmp / 'grpc_request_reschedule.xml')
+    finally: server.stop()
+    tests = pyqa.model_tests(models / 'bls_request_rescheduling' / '1' / 'model.py', 'RequestReschedulingTest')
+    answered = client[0] == 'passed' or 'python_unittest failed' in client[1]
+    verdicts = pyqa.unittest_verdicts(server.log(), 'RequestReschedulingTest', tests) if answered else {}
+    for test in tests:
+        results[test] = verdicts.get(test, ('failed', f'the bls_request_rescheduling model did not answer; its client: {client}'))
+    return results
+
+
+
+RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart, 'bls': run_bls,
+        'async_execute': run_async_execute, 'response_sender': run_response_sender,
+        'request_rescheduling': run_request_rescheduling}
 _done: dict = {}
 
 
@@ -238,3 +305,10 @@ def test_cases_are_the_clients(qa_root):
     bls = pyqa.model_tests(qa / 'python_models' / 'bls' / 'model.py', 'PBBLSTest')
     assert sorted(c for c in CASES['bls'] if '-test_' in c) == sorted(f'{t}-{c}' for t in BLS_TRIALS for c in bls)
     assert [c for c in CASES['bls'] if c.startswith('test_')] == tests(sub / 'bls' / 'bls_parameters_test.py')
+    for subtest, clients in (('async_execute', ['concurrency_test.py']),
+                             ('response_sender', ['response_sender_test.py', 'response_sender_complete_final_test.py']),
+                             ('request_rescheduling', ['grpc_endpoint_test.py'])):
+        listed = [t for client in clients for t in tests(sub / subtest / client)]
+        if subtest == 'request_rescheduling':
+            listed = pyqa.model_tests(qa / 'python_models' / 'bls_request_rescheduling' / 'model.py', 'RequestReschedulingTest') + listed
+        assert CASES[subtest] == listed, subtest

@@ -17,6 +17,8 @@ Adaptations, each one named where it happens:
 - bls: its bls model runs its own unittest class inside `execute` and answers one pass/fail; each of its tests is
   judged from the unittest report the stub writes to the server's log (`unittest_verdicts`). test.sh's loop over CUDA
   memory pool sizes runs once without the flag (on a CPU the runs do not differ; its check is about the GPU pool).
+- request_rescheduling: its bls_request_rescheduling model runs its unittest class inside `execute`, as bls's does;
+  each of its tests is judged from the unittest report in the server's log the same way.
 - The real Triton's venv gets torch (`oracle_with_torch`), which the QA container has and the decoupled models import.
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
@@ -162,6 +164,54 @@ def arrange_bls_parameters(qa:Path) -> Path:
     models = qa / 'L0_backend_python' / 'bls' / 'params_models'
     shutil.rmtree(models, ignore_errors=True)
     cp_model(qa, models, 'bls_parameters')
+    return models
+
+
+def arrange_async_execute(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'async_execute' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    for name in ('async_execute_decouple', 'async_execute_decouple_bls'): cp_model(qa, models, name)
+    return models
+
+
+# response_sender/test.sh's first repository: the one model folder (model_common.py with model.py or model_async.py)
+# under eight names, decoupled and/or dynamically batched by appended config lines
+RESPONSE_SENDER = {'response_sender': ('model.py', False, False), 'response_sender_decoupled': ('model.py', True, False),
+                   'response_sender_async': ('model_async.py', False, False),
+                   'response_sender_decoupled_async': ('model_async.py', True, False),
+                   'response_sender_batching': ('model.py', False, True),
+                   'response_sender_decoupled_batching': ('model.py', True, True),
+                   'response_sender_async_batching': ('model_async.py', False, True),
+                   'response_sender_decoupled_async_batching': ('model_async.py', True, True)}
+
+
+def arrange_response_sender(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'response_sender' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    source = qa / 'python_models' / 'response_sender'
+    for name, (model, decoupled, batching) in RESPONSE_SENDER.items():
+        (models / name / '1').mkdir(parents=True)
+        shutil.copy(source / 'model_common.py', models / name / '1')
+        shutil.copy(source / model, models / name / '1' / 'model.py')
+        shutil.copy(source / 'config.pbtxt', models / name)
+        if decoupled: append(models / name / 'config.pbtxt', 'model_transaction_policy { decoupled: True }')
+        if batching: append(models / name / 'config.pbtxt', 'dynamic_batching { max_queue_delay_microseconds: 500000 }')
+    return models
+
+
+def arrange_response_sender_complete_final(qa:Path) -> Path:
+    "response_sender/test.sh's second server: `rm -rf models` and response_sender_complete_final alone."
+    models = qa / 'L0_backend_python' / 'response_sender' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'response_sender_complete_final')
+    return models
+
+
+def arrange_request_rescheduling(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'request_rescheduling' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    for name in ('bls_request_rescheduling', 'request_rescheduling_addsub', 'iterative_sequence', 'wrong_return_type'):
+        cp_model(qa, models, name)
     return models
 
 

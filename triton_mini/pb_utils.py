@@ -644,12 +644,13 @@ def sent(self:InferenceResponseSender):
     return getattr(self._core.response_callback, 'sent', None)
 
 # %% ../nbs/04_pb_utils.ipynb #9ccc0826
+_NOT_ONE_RESPONSE = 'Unable to send response. Non-decoupled model cannot send more than one response.'
+
 @patch
 def _send_one(self:InferenceResponseSender, response, final:bool):
     "A model that is not decoupled: hold its one response until the final flag, then deliver it."
     if response is not None:
-        if self._pending is not None:
-            response = InferenceResponse(error=TritonError('expected a single response, got 2'))
+        if self._pending is not None: raise TritonModelException(_NOT_ONE_RESPONSE)
         self._pending = response
     if not final: return
     if self._pending is None:

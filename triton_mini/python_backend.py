@@ -237,6 +237,7 @@ def _run_batch(self:PythonModelInstance, requests:list):
         rescheduled = self._rescheduled(pb_requests, result)
     except TritonError as e:
         self.timing, self.failed = (t1 - t0, time.perf_counter_ns() - t1, 0), True
+        self._flush_held(pb_requests)
         return self._fail_all(requests, e)
     finally: pb_utils.reset_context(token)
     t2 = time.perf_counter_ns()
@@ -255,15 +256,25 @@ def _responses(self:PythonModelInstance, requests:list, result, pb_requests:list
         for r, sender in zip(requests, senders):
             if not sender and not r.done: r.send(InferenceResponse(error=missing), True)
         return None   # the senders answer the others, now or later (a thread of the model)
-    return self._deliver(requests, [None if r.rescheduled else self._response(r, pb) for r, pb in zip(requests, result)])
+    by_sender = [pb is None and getattr(q, '_sender', None) is not None for pb, q in zip(result, pb_requests)] or [False] * len(requests)
+    return self._deliver(requests, [None if r.rescheduled or s else self._response(r, pb) for r, pb, s in zip(requests, result, by_sender)])
 
 @patch
 def _deliver(self:PythonModelInstance, requests:list, out:list):
-    "Return `out` for the scheduler to deliver, unless the sender answered some requests: then send the rest here."
-    if not any(r.done for r in requests): return out
+    "Return `out` for the scheduler to deliver, unless a sender answers some requests: then send the rest here."
+    if not any(r.done or (resp is None and not r.rescheduled) for r, resp in zip(requests, out)): return out
     for r, resp in zip(requests, out):
-        if resp is not None and not r.done: r.send(resp, True)   # None: a rescheduled request (no response yet)
+        if resp is not None and not r.done: r.send(resp, True)   # None: rescheduled, or its sender answers (now or later)
     return None
+
+@patch
+def _flush_held(self:PythonModelInstance, pb_requests:list):
+    """After a failed execute, a response a sender holds (a model not decoupled, no final flag yet) is its request's
+    answer: Triton's gRPC stream writes that first response and drops the error sent after it."""
+    for pb in pb_requests:
+        sender = getattr(pb, '_sender', None)
+        if sender is not None and sender._pending is not None and not sender._closed:
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
 # %% ../nbs/04a_python_backend.ipynb #9b6c4d6f
 @patch
