@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: powers of 2 up to the largest concurrency, and the model's own)")
     p.add_argument('--concurrency', default='1,2,4,8', help='client concurrencies to measure each config at (default 1,2,4,8)')
     p.add_argument('-p', '--measurement-interval', type=int, default=1000, metavar='MS', help='perf window in ms (default 1000)')
+    p.add_argument('--input-data', default='random', metavar='DATA', help="perf's --input-data for every measurement: zero, "
+                   'random (default), or a perf_analyzer JSON data file (Model Analyzer: perf_analyzer_flags: input-data)')
     p.add_argument('--max-trials', type=int, default=3, help='perf windows at most per concurrency (default 3)')
     p.add_argument('--synthetic-input-tokens-mean', dest='input_tokens', type=int, default=64, help='LLMs: prompt length in words (default 64)')
     p.add_argument('--output-tokens-mean', dest='output_tokens', type=int, default=32, help='LLMs: max_tokens of each request (default 32)')
@@ -286,7 +288,7 @@ def stop(proc):
 def perf_points(args, url:str) -> list:
     "perf's measurement of the served model at each concurrency."
     pargs = perf.parse_args(['-m', args.model, '-u', url, '-p', str(args.measurement_interval),
-                             '--max-trials', str(args.max_trials), '--percentile', '99'])
+                             '--max-trials', str(args.max_trials), '--percentile', '99', '--input-data', args.input_data])
     pargs.levels = args.concurrency
     levels = perf.run(pargs, log=lambda *_: None)
     return [Measurement(int(l.value), l.window.throughput, l.window.latency(99) / 1000, l.window.latency() / 1000) for l in levels]
