@@ -165,6 +165,35 @@ def arrange_bls_parameters(qa:Path) -> Path:
     return models
 
 
+def arrange_model_control(qa:Path) -> Path:
+    "model_control/test.sh: identity_fp32, and the config alone of the ensemble simple_identity_fp32 (its empty `1/`)."
+    models = qa / 'L0_backend_python' / 'model_control' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'identity_fp32')
+    (models / 'simple_identity_fp32' / '1').mkdir(parents=True, exist_ok=True)
+    shutil.copy(qa / 'python_models' / 'simple_identity_fp32' / 'config.pbtxt', models / 'simple_identity_fp32')
+    return models
+
+
+def arrange_custom_metrics(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'custom_metrics' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'custom_metrics')
+    return models
+
+
+def arrange_logging(qa:Path) -> Path:
+    "logging/test.sh: `rm -fr ${MODELDIR}/logging/models` (MODELDIR: L0_backend_python), then identity_fp32_logging."
+    models = qa / 'L0_backend_python' / 'logging' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'identity_fp32_logging')
+    return models
+
+
+def arrange_argument_validation(qa:Path) -> Path:
+    return qa / 'L0_backend_python' / 'argument_validation' / 'models'   # committed with the subtest; test.sh copies nothing
+
+
 def model_tests(path:Path, cls:str) -> list:
     "The test methods of unittest class `cls` in a QA model that runs `unittest.main` inside its execute, in file order."
     return [t.split('::')[1] for t in client_tests(path) if t.startswith(f'{cls}::')]
