@@ -253,6 +253,11 @@ CHECKS = {
     'hist_value': NEW('p_h2', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0]); m.observe(0.5); r = m.value()',
     'hist_increment': NEW('p_h3', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1.0]).increment(1)',
     'hist_set': NEW('p_h4', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1.0]).set(1)',
+    'hist_unsorted': NEW('p_h5', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[2.5, 0.1, 1.0])',
+    'hist_duplicate_bucket': NEW('p_h6', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1, 1, 2])',
+    'hist_unsorted_existing': NEW('p_h7', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0, 2.0]); f.Metric(labels={"a": "b"}, buckets=[3.0, 1.0])',
+    'hist_other_buckets_existing': NEW('p_h8', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0, 2.0]); f.Metric(labels={"a": "b"}, buckets=[5.0]); r = "ok"',
+    'hist_empty_buckets': NEW('p_h9', 'HISTOGRAM') + 'm = f.Metric(labels={}, buckets=[]); m.observe(1); r = "ok"',
     'family_bad_kind': 'pb_utils.MetricFamily(name="p_k", description="d", kind=7)',
     'labels_not_dict': NEW('p_l', 'COUNTER') + 'f.Metric(labels=[1])',
     'no_labels': NEW('p_n', 'COUNTER') + 'm = f.Metric(); m.increment(1); r = m.value()',
@@ -351,6 +356,9 @@ def test_probe_results_inside_triton_mini(mini_results):
     assert r['serialize_quirks'] == "((), None)"
     assert r['counter_negative'] == ("TritonModelException: Failed to increment metric value: Failed to process the request for model "
                                      "'pb_probe_0', message: TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values.")
+    assert r['hist_duplicate_bucket'] == r['hist_unsorted_existing'] == (   # custom_metrics QA's test_histogram_args
+        "TritonModelException: Error when creating Metric: Failed to process the request for model 'pb_probe_0', message: "
+        "Bucket Boundaries must be strictly sorted")
     assert r['family_deleted'].startswith("TritonModelException: Failed to increment metric value: Invalid metric operation as the "
                                           "corresponding 'MetricFamily' has been deleted.")
     assert r['bls_parameters'] == '\'{"a": 1, "b": "s", "c": true}\''

@@ -216,6 +216,7 @@ def run_unittest_model(kind, models, model:str, cls:str, tmp, **kw) -> dict:
 
 
 def run_custom_metrics(kind, qa, tmp) -> dict:
+    if kind == 'triton': pyqa.oracle_with_requests()
     return run_unittest_model(kind, pyqa.arrange_custom_metrics(qa), 'custom_metrics', 'PBCustomMetricsTest', tmp)
 
 

@@ -175,6 +175,18 @@ def arrange_model_control(qa:Path) -> Path:
     return models
 
 
+def oracle_with_requests():
+    """The QA container has `requests`; custom_metrics' model imports it to read :8002/metrics. The oracle's venv gets
+    the version the suite's own Python has, once (triton-mini's stubs run on the suite's Python, which has it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
+    import real_triton
+    py = real_triton.venv_python()
+    if subprocess.run([str(py), '-c', 'import requests'], capture_output=True).returncode == 0: return
+    import requests
+    subprocess.run([str(py), '-m', 'pip', 'install', '-q', '--disable-pip-version-check', f'requests=={requests.__version__}'],
+                   check=True, capture_output=True, timeout=600)
+
+
 def arrange_custom_metrics(qa:Path) -> Path:
     models = qa / 'L0_backend_python' / 'custom_metrics' / 'models'
     shutil.rmtree(models, ignore_errors=True)

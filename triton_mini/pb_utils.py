@@ -453,9 +453,12 @@ class Metric:
         if buckets is not None and not isinstance(buckets, list): raise TritonModelException('Failed to create metric. Buckets must be a list.')
         if family.kind == MetricKind.HISTOGRAM and buckets is None: raise TritonModelException('Failed to create metric. Missing required buckets.')
         if family.kind != MetricKind.HISTOGRAM and buckets is not None: raise TritonModelException('Failed to create metric. Unexpected buckets found.')
+        if buckets is not None and any(b <= a for a, b in zip(buckets, buckets[1:])):
+            raise TritonModelException(f"Error when creating Metric: Failed to process the request for model '{_instance_name()}', "
+                                       'message: Bucket Boundaries must be strictly sorted')
         self.family, self.labels, self._lock, self._value = family, dict(labels or {}), threading.Lock(), 0.0
         self.instance = _instance_name()
-        if buckets is not None: self.buckets, self.bucket_counts, self.sum, self.count = sorted(float(b) for b in buckets), [0] * len(buckets), 0.0, 0
+        if buckets is not None: self.buckets, self.bucket_counts, self.sum, self.count = [float(b) for b in buckets], [0] * len(buckets), 0.0, 0
 
     def _check(self, verb:str, op:str, allowed:tuple):
         "Raise Triton's error if the family is gone or the operation is not one of this kind's."
