@@ -11,8 +11,12 @@ one case both fail, restart's test_restart, is Triton 2.51's own, recorded in KN
 bls runs its CPU part: the tests of its bls model that need a GPU or NVIDIA's QA data folder (${DATADIR}: the
 onnx_nobatch_sequence_int32, onnx_int32_int32_int32 and libtorch models test.sh copies) are named in NEEDS_GPU with
 why, as are bls_async (every execute sends CUDA tensors) and bls_model_loading (its ONNX model is from ${DATADIR}).
-Not run yet: async_execute, response_sender, request_rescheduling, model_control, custom_metrics, logging, io,
-argument_validation, ensemble, and the other subtests of L0_backend_python.
+model_control, custom_metrics, logging, argument_validation (2026-12-06: every case the same verdict on both servers,
+all passing): custom_metrics and argument_validation run their unittest class inside execute, judged per test from the
+unittest report in the server log as bls is; logging's cases are its client per server (default, verbose, disabled),
+the POSTs to /v2/logging, and verify_log_counts' line counts after each server's SIGTERM.
+Not run yet: async_execute, response_sender, request_rescheduling, io, ensemble, and the other subtests of
+L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
 """

@@ -18,6 +18,10 @@ Adaptations, each one named where it happens:
   judged from the unittest report the stub writes to the server's log (`unittest_verdicts`). test.sh's loop over CUDA
   memory pool sizes runs once without the flag (on a CPU the runs do not differ; its check is about the GPU pool).
 - The real Triton's venv gets torch (`oracle_with_torch`), which the QA container has and the decoupled models import.
+- The real Triton's venv gets requests (`oracle_with_requests`), which the QA container has and custom_metrics' model
+  imports.
+- custom_metrics, argument_validation: like bls, each test of the unittest class the model runs inside execute is
+  judged from the report in the server's log.
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
 """
