@@ -206,15 +206,29 @@ def run_model_control(kind, qa, tmp) -> dict:
     finally: server.stop()
 
 
+# Triton 2.51 sometimes aborts (terminate ... boost::interprocess::lock_exception, signal 6) after a metric operation
+# it refused (custom_metrics' model makes several: a counter going down, a family's name again with another kind);
+# tests/test_pb_utils.py's oracle probe retries for the same reason. Seen 2026-12-06 on this loaded machine: both of
+# the first two runs passed every test, then 9 of 9 runs aborted (in test_dup_metric_family_diff_kind, whose refused
+# MetricFamily is the last request before the abort). Such a run is no verdict: the server is started again, five
+# times at most, and when every run aborts the cases are skipped on that server, with why.
+ORACLE_ABORT = 'boost::interprocess::lock_exception'
+
+
 def run_unittest_model(kind, models, model:str, cls:str, tmp, **kw) -> dict:
     """A QA model that runs unittest class `cls` inside execute, asked once by test_infer_shm_leak.py (custom_metrics,
     argument_validation): each of its tests is a case, read from the unittest report in the server log (as for bls)."""
-    server = start(kind, models, **kw)
-    try: r = pyqa.run_client(models.parent, '../test_infer_shm_leak.py', tmp / f'{model}.xml', env={'MODEL_NAME': model})
-    finally: server.stop()
+    tests = pyqa.model_tests(models / model / '1' / 'model.py', cls)
+    for attempt in range(5):
+        server = start(kind, models, **kw)
+        try: r = pyqa.run_client(models.parent, '../test_infer_shm_leak.py', tmp / f'{model}.{attempt}.xml', env={'MODEL_NAME': model})
+        finally: server.stop()
+        if ORACLE_ABORT not in server.log(): break
+    else:
+        why = f'no verdict: the server aborted ({ORACLE_ABORT}, signal 6) in each of 5 runs (Triton 2.51 after a refused metric operation)'
+        return {test: ('skipped', why) for test in tests}
     client = r.get('test_shm_leak', ('error', r['__output__'][1]))
     answered = client[0] == 'passed' or f'python_unittest failed for model {model}' in client[1]
-    tests = pyqa.model_tests(models / model / '1' / 'model.py', cls)
     verdicts = pyqa.unittest_verdicts(server.log(), cls, tests) if answered else {}
     return {test: verdicts.get(test, ('failed', f'the {model} model did not answer; its client: {client}')) for test in tests}
 
