@@ -225,6 +225,9 @@ CHECKS = {
     'response_error': 'x = pb_utils.InferenceResponse([], pb_utils.TritonError("e")); r = (x.has_error(), x.error().message(), x.output_tensors())',
     'response_parameters': 'pb_utils.InferenceResponse([], parameters={"a": 1})',
     'response_not_tensors': 'pb_utils.InferenceResponse([np.ones(1)])',
+    'response_none_tensor': 'pb_utils.InferenceResponse(output_tensors=[None])',
+    'response_none_second_tensor': 'pb_utils.InferenceResponse([pb_utils.Tensor("A", np.ones(1)), None])',
+    'response_none_list': 'pb_utils.InferenceResponse(output_tensors=None)',
     'get_output_by_name': 'x = pb_utils.InferenceResponse([pb_utils.Tensor("A", np.ones(1))]); r = (pb_utils.get_output_tensor_by_name(x, "A").name(), pb_utils.get_output_tensor_by_name(x, "B"))',
     'config_helpers': 'c = {"input": [{"name": "A", "dims": [1]}]}; r = (pb_utils.get_input_config_by_name(c, "A"), pb_utils.get_input_config_by_name(c, "B"), pb_utils.get_output_config_by_name({}, "B"))',
     'using_decoupled': 'r = [pb_utils.using_decoupled_model_transaction_policy(c) for c in [{}, {"model_transaction_policy": {"decoupled": True}}, {"model_transaction_policy": {"decoupled": False}}]]',
@@ -241,6 +244,13 @@ CHECKS = {
     'bls_parameters': 'r = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters={"a": 1, "b": "s", "c": True}).parameters()',
     'bls_parameters_float': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters={"a": 1.5})',
     'bls_parameters_str': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], parameters="{}")',
+    'bls_none_input': 'pb_utils.InferenceRequest(model_name="x", inputs=[None], requested_output_names=["A"])',
+    'bls_none_second_input': 'pb_utils.InferenceRequest(model_name="x", inputs=[pb_utils.Tensor("A", np.ones(1)), None], requested_output_names=["A"], request_id="r1")',
+    'bls_none_input_bad_parameters': 'pb_utils.InferenceRequest(model_name="x", inputs=[None], requested_output_names=["A"], parameters={"a": 1.5})',
+    'bls_empty_output_name': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=["A", ""])',
+    'bls_none_output_name': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[None])',
+    'bls_none_correlation_id': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], correlation_id=None)',
+    'bls_float_correlation_id': 'pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[], correlation_id=1.5)',
     # metrics
     'hist_no_buckets': NEW('p_h1', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"})',
     'counter_buckets': NEW('p_c1', 'COUNTER') + 'f.Metric(labels={"a": "b"}, buckets=[1.0])',
@@ -253,6 +263,11 @@ CHECKS = {
     'hist_value': NEW('p_h2', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0]); m.observe(0.5); r = m.value()',
     'hist_increment': NEW('p_h3', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1.0]).increment(1)',
     'hist_set': NEW('p_h4', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1.0]).set(1)',
+    'hist_unsorted': NEW('p_h5', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[2.5, 0.1, 1.0])',
+    'hist_duplicate_bucket': NEW('p_h6', 'HISTOGRAM') + 'f.Metric(labels={"a": "b"}, buckets=[1, 1, 2])',
+    'hist_unsorted_existing': NEW('p_h7', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0, 2.0]); f.Metric(labels={"a": "b"}, buckets=[3.0, 1.0])',
+    'hist_other_buckets_existing': NEW('p_h8', 'HISTOGRAM') + 'm = f.Metric(labels={"a": "b"}, buckets=[1.0, 2.0]); f.Metric(labels={"a": "b"}, buckets=[5.0]); r = "ok"',
+    'hist_empty_buckets': NEW('p_h9', 'HISTOGRAM') + 'm = f.Metric(labels={}, buckets=[]); m.observe(1); r = "ok"',
     'family_bad_kind': 'pb_utils.MetricFamily(name="p_k", description="d", kind=7)',
     'labels_not_dict': NEW('p_l', 'COUNTER') + 'f.Metric(labels=[1])',
     'no_labels': NEW('p_n', 'COUNTER') + 'm = f.Metric(); m.increment(1); r = m.value()',
@@ -351,6 +366,11 @@ def test_probe_results_inside_triton_mini(mini_results):
     assert r['serialize_quirks'] == "((), None)"
     assert r['counter_negative'] == ("TritonModelException: Failed to increment metric value: Failed to process the request for model "
                                      "'pb_probe_0', message: TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by non-negative values.")
+    assert r['bls_none_second_input'] == "TritonModelException: Input tensor for request with id 'r1' and model name 'x' should not be empty."
+    assert r['response_none_tensor'] == 'TritonModelException: Output tensor for inference response should not be empty.'
+    assert r['hist_duplicate_bucket'] == r['hist_unsorted_existing'] == (   # custom_metrics QA's test_histogram_args
+        "TritonModelException: Error when creating Metric: Failed to process the request for model 'pb_probe_0', message: "
+        "Bucket Boundaries must be strictly sorted")
     assert r['family_deleted'].startswith("TritonModelException: Failed to increment metric value: Invalid metric operation as the "
                                           "corresponding 'MetricFamily' has been deleted.")
     assert r['bls_parameters'] == '\'{"a": 1, "b": "s", "c": true}\''

@@ -20,6 +20,10 @@ Adaptations, each one named where it happens:
 - request_rescheduling: its bls_request_rescheduling model runs its unittest class inside `execute`, as bls's does;
   each of its tests is judged from the unittest report in the server's log the same way.
 - The real Triton's venv gets torch (`oracle_with_torch`), which the QA container has and the decoupled models import.
+- The real Triton's venv gets requests (`oracle_with_requests`), which the QA container has and custom_metrics' model
+  imports.
+- custom_metrics, argument_validation: like bls, each test of the unittest class the model runs inside execute is
+  judged from the report in the server's log.
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
 """
@@ -213,6 +217,47 @@ def arrange_request_rescheduling(qa:Path) -> Path:
     for name in ('bls_request_rescheduling', 'request_rescheduling_addsub', 'iterative_sequence', 'wrong_return_type'):
         cp_model(qa, models, name)
     return models
+
+
+def arrange_model_control(qa:Path) -> Path:
+    "model_control/test.sh: identity_fp32, and the config alone of the ensemble simple_identity_fp32 (its empty `1/`)."
+    models = qa / 'L0_backend_python' / 'model_control' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'identity_fp32')
+    (models / 'simple_identity_fp32' / '1').mkdir(parents=True, exist_ok=True)
+    shutil.copy(qa / 'python_models' / 'simple_identity_fp32' / 'config.pbtxt', models / 'simple_identity_fp32')
+    return models
+
+
+def oracle_with_requests():
+    """The QA container has `requests`; custom_metrics' model imports it to read :8002/metrics. The oracle's venv gets
+    the version the suite's own Python has, once (triton-mini's stubs run on the suite's Python, which has it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
+    import real_triton
+    py = real_triton.venv_python()
+    if subprocess.run([str(py), '-c', 'import requests'], capture_output=True).returncode == 0: return
+    import requests
+    subprocess.run([str(py), '-m', 'pip', 'install', '-q', '--disable-pip-version-check', f'requests=={requests.__version__}'],
+                   check=True, capture_output=True, timeout=600)
+
+
+def arrange_custom_metrics(qa:Path) -> Path:
+    models = qa / 'L0_backend_python' / 'custom_metrics' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'custom_metrics')
+    return models
+
+
+def arrange_logging(qa:Path) -> Path:
+    "logging/test.sh: `rm -fr ${MODELDIR}/logging/models` (MODELDIR: L0_backend_python), then identity_fp32_logging."
+    models = qa / 'L0_backend_python' / 'logging' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    cp_model(qa, models, 'identity_fp32_logging')
+    return models
+
+
+def arrange_argument_validation(qa:Path) -> Path:
+    return qa / 'L0_backend_python' / 'argument_validation' / 'models'   # committed with the subtest; test.sh copies nothing
 
 
 def model_tests(path:Path, cls:str) -> list:

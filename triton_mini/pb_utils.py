@@ -453,9 +453,12 @@ class Metric:
         if buckets is not None and not isinstance(buckets, list): raise TritonModelException('Failed to create metric. Buckets must be a list.')
         if family.kind == MetricKind.HISTOGRAM and buckets is None: raise TritonModelException('Failed to create metric. Missing required buckets.')
         if family.kind != MetricKind.HISTOGRAM and buckets is not None: raise TritonModelException('Failed to create metric. Unexpected buckets found.')
+        if buckets is not None and any(b <= a for a, b in zip(buckets, buckets[1:])):
+            raise TritonModelException(f"Error when creating Metric: Failed to process the request for model '{_instance_name()}', "
+                                       'message: Bucket Boundaries must be strictly sorted')
         self.family, self.labels, self._lock, self._value = family, dict(labels or {}), threading.Lock(), 0.0
         self.instance = _instance_name()
-        if buckets is not None: self.buckets, self.bucket_counts, self.sum, self.count = sorted(float(b) for b in buckets), [0] * len(buckets), 0.0, 0
+        if buckets is not None: self.buckets, self.bucket_counts, self.sum, self.count = [float(b) for b in buckets], [0] * len(buckets), 0.0, 0
 
     def _check(self, verb:str, op:str, allowed:tuple):
         "Raise Triton's error if the family is gone or the operation is not one of this kind's."
@@ -704,9 +707,10 @@ def _as_list(v, item) -> list:
     if isinstance(v, (str, bytes, dict)) or not hasattr(type(v), '__getitem__') or not hasattr(type(v), '__len__'): raise _NoMatch
     return [item(x) for x in v]
 
-def _as_instance(cls):
-    "The caster of a bound class: an instance of it, as is."
+def _as_instance(cls, none:bool=False):
+    "The caster of a bound class: an instance of it, as is; with `none`, None too (pybind11 makes it a null shared_ptr)."
     def cast(v):
+        if v is None and none: return None
         if not isinstance(v, cls): raise _NoMatch
         return v
     return cast
@@ -722,12 +726,17 @@ def _bls_arguments(args:tuple, kwargs:dict) -> dict:
     given = dict(zip(_BLS_ORDER, args))
     if len(args) > len(_BLS_ORDER) or any(k not in _BLS_ORDER or k in given for k in kwargs): raise bad()
     a = {**_BLS_DEFAULTS, **given, **kwargs}
-    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')): raise bad()
+    if any(k not in a for k in ('inputs', 'requested_output_names', 'model_name')) or a['correlation_id'] is None: raise bad()
     try:
         a['request_id'], a['model_name'] = _as_str(a['request_id']), _as_str(a['model_name'])
         a['model_version'], a['flags'], a['timeout'] = _as_int(a['model_version']), _as_int(a['flags'], 'uint32'), _as_int(a['timeout'], 'uint64')
-        a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor)), _as_list(a['requested_output_names'], _as_str)
+        a['inputs'], a['requested_output_names'] = _as_list(a['inputs'], _as_instance(Tensor, none=True)), _as_list(a['requested_output_names'], _as_str)
     except _NoMatch: raise bad() from None
+    _check_parameters(a['parameters'])   # Triton's binding checks them before the constructor checks the lists
+    if not isinstance(a['correlation_id'], (int, str)): raise TritonModelException('Correlation ID must be integer or string')
+    where = f"for request with id '{a['request_id']}' and model name '{a['model_name']}' should not be empty."
+    if any(t is None for t in a['inputs']): raise TritonModelException(f'Input tensor {where}')
+    if '' in a['requested_output_names']: raise TritonModelException(f'Requested output name {where}')
     return a
 
 # %% ../nbs/04_pb_utils.ipynb #4dc7b54f
@@ -751,13 +760,20 @@ def __init__(self:Tensor, name:str, array:np.ndarray):
     if not array.flags.c_contiguous: array = np.ascontiguousarray(array)   # Triton copies into C order too
     self._name, self._array = text, array
 
+_RESPONSE_ARGS = ('output_tensors', 'error')
+
 @patch
-def __init__(self:InferenceResponse, output_tensors:list=(), error:TritonError|None=None, **kwargs):
-    try: outputs = _as_list(output_tensors, _as_instance(Tensor))
+def __init__(self:InferenceResponse, *args, **kwargs):
+    given = dict(zip(_RESPONSE_ARGS, args))
+    fits = len(args) <= len(_RESPONSE_ARGS) and all(k in _RESPONSE_ARGS and k not in given for k in kwargs)
+    a = {'output_tensors': (), 'error': None, **given, **kwargs}
+    try: outputs = _as_list(a['output_tensors'], _as_instance(Tensor, none=True)) if fits else None
     except _NoMatch: outputs = None
-    if kwargs or outputs is None or not (error is None or isinstance(error, TritonError)):
+    error = a['error']
+    if outputs is None or not (error is None or isinstance(error, TritonError)):
         raise _incompatible('__init__', 'c_python_backend_utils.InferenceResponse(output_tensors: List[c_python_backend_utils.Tensor]'
-                            ' = [], error: c_python_backend_utils.TritonError = None)', (output_tensors,) + ((error,) if error else ()), kwargs)
+                            ' = [], error: c_python_backend_utils.TritonError = None)', args, kwargs)
+    if any(t is None for t in outputs): raise TritonModelException('Output tensor for inference response should not be empty.')
     self._outputs, self._error, self._parameters = outputs, error, {}
 
 # %% ../nbs/04_pb_utils.ipynb #97583062
