@@ -66,6 +66,9 @@ CASES = {
                         'test_non_decoupled_one_response_on_and_post_return', 'test_respond_after_complete_final'],
     'request_rescheduling': ['test_wrong_return_type', 'test_non_decoupled_e2e', 'test_decoupled_e2e',
                              'test_grpc_decoupled', 'test_grpc_non_decoupled'],
+    'io': ['default-test_ensemble_io', 'decoupled-test_ensemble_io', 'test_empty_gpu_output', 'test_variable_gpu_output',
+           'test_requested_output_default', 'test_requested_output_decoupled'],
+    'ensemble': ['test_ensemble', 'test_ensemble_gpu'],
 }
 
 # (subtest, case, server) -> why it fails there; a case failing on both servers is Triton's own (with the evidence).
@@ -253,9 +256,48 @@ def run_request_rescheduling(kind, qa, tmp) -> dict:
 
 
 
+# io/test.sh's servers in order: (arrange, {case: the client's test}, the client's environment)
+IO_SERVERS = [*((pyqa.arrange_io_ensemble(trial), {f'{trial}-test_ensemble_io': 'IOTest::test_ensemble_io'}, {'TRIAL': trial})
+                for trial in ('default', 'decoupled')),
+              (pyqa.arrange_io_single('dlpack_empty_output'), {'test_empty_gpu_output': 'IOTest::test_empty_gpu_output'}, {}),
+              (pyqa.arrange_io_single('variable_gpu_output'), {'test_variable_gpu_output': 'IOTest::test_variable_gpu_output'}, {}),
+              (pyqa.arrange_io_single('add_sub', 'dlpack_io_identity_decoupled'),
+               {'test_requested_output_default': 'IOTest::test_requested_output_default',
+                'test_requested_output_decoupled': 'IOTest::test_requested_output_decoupled'}, {})]
+
+
+def run_io(kind, qa, tmp) -> dict:
+    """io/test.sh: a server per group of IOTest cases, each case its own client run; a server whose every case needs a
+    GPU (NEEDS_GPU) is not started."""
+    results, gpu = {}, pyqa.NEEDS_GPU['io']
+    for arrange, cases, env in IO_SERVERS:
+        results.update({case: ('skipped', gpu[case]) for case in cases if case in gpu})
+        if not (todo := {case: test for case, test in cases.items() if case not in gpu}): continue
+        models = arrange(qa)
+        if kind == 'triton': pyqa.oracle_with_torch()   # dlpack_io_identity imports torch
+        server = start(kind, models)
+        try:
+            for case, test in todo.items():
+                r = pyqa.run_client(models.parent, f'io_test.py::{test}', tmp / f'{case}.xml', env=env)
+                results[case] = r.get(test.split('::')[-1], ('error', r['__output__'][1]))
+        finally: server.stop()
+    return results
+
+
+def run_ensemble(kind, qa, tmp) -> dict:
+    "ensemble/test.sh: one server on the ensemble of two add_sub models; ensemble_test.py less its GPU case."
+    models = pyqa.arrange_ensemble(qa)
+    server = start(kind, models)
+    gpu = pyqa.NEEDS_GPU['ensemble']
+    try: results = pyqa.run_client(models.parent, 'ensemble_test.py', tmp / 'ensemble.xml', deselect=gpu)
+    finally: server.stop()
+    for case, why in gpu.items(): results[case.split('::')[-1]] = ('skipped', why)
+    return results
+
+
 RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart, 'bls': run_bls,
         'async_execute': run_async_execute, 'response_sender': run_response_sender,
-        'request_rescheduling': run_request_rescheduling}
+        'request_rescheduling': run_request_rescheduling, 'io': run_io, 'ensemble': run_ensemble}
 _done: dict = {}
 
 
@@ -312,3 +354,6 @@ def test_cases_are_the_clients(qa_root):
         if subtest == 'request_rescheduling':
             listed = pyqa.model_tests(qa / 'python_models' / 'bls_request_rescheduling' / 'model.py', 'RequestReschedulingTest') + listed
         assert CASES[subtest] == listed, subtest
+    io = [c.split('-')[-1] for c in CASES['io']]   # test_ensemble_io once per TRIAL
+    assert sorted(set(io)) == sorted(tests(sub / 'io' / 'io_test.py')) and len(io) == len(set(io)) + 1
+    assert CASES['ensemble'] == tests(sub / 'ensemble' / 'ensemble_test.py')
