@@ -20,6 +20,8 @@ Adaptations, each one named where it happens:
 - request_rescheduling: its bls_request_rescheduling model runs its unittest class inside `execute`, as bls's does;
   each of its tests is judged from the unittest report in the server's log the same way.
 - The real Triton's venv gets torch (`oracle_with_torch`), which the QA container has and the decoupled models import.
+- io: test.sh's servers whose every case needs a GPU (NEEDS_GPU) are not started; ensemble: its `TEST_WINDOWS == 0`
+  part (ensemble_gpu over ${DATADIR}'s libtorch model on KIND_GPU) is left out of the repository (`arrange_ensemble`).
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
 """
@@ -311,8 +313,8 @@ NEEDS_GPU = {'decoupled': {'DecoupledTest::test_decoupled_bls':
                     'test_empty_gpu_output': 'needs a GPU: dlpack_empty_output makes its output on "cuda:0" with torch '
                                              '(on a CPU: "Torch not compiled with CUDA enabled")',
                     'test_variable_gpu_output': 'needs a GPU: variable_gpu_output has a KIND_GPU instance group, which '
-                                                'cannot load without one ("has kind KIND_GPU but no GPUs are available"), '
-                                                'and makes its outputs on CUDA',
+                                                'cannot load without one (neither server starts: "failed to load all '
+                                                'models"), and makes its outputs on CUDA',
                     'test_requested_output_decoupled': 'needs a GPU: its GPU_OUTPUT input (np.random.rand cast to bool) is '
                                                        'all True, so dlpack_io_identity_decoupled moves OUTPUT0 with torch '
                                                        '`.cuda()` in its response thread; on a CPU the thread dies, no '
