@@ -6,17 +6,22 @@ Every server here binds the default ports 8000-8002 (the clients hard-code them)
 machine-wide file lock, one server at a time; the client's verdicts are read from its junit XML, and each case of it
 is one test here (`server_log`, `init_error` ...: the checks test.sh makes on the server's log and exit).
 
-Subtests run: decoupled, lifecycle, restart, bls, async_execute, response_sender, request_rescheduling (2026-12-06:
-every case gives the same verdict on both servers; the one case both fail, restart's test_restart, is Triton 2.51's
-own, recorded in KNOWN; test_decoupled_bls needs a GPU). async_execute, response_sender and request_rescheduling run
+Subtests run: decoupled, lifecycle, restart, bls, async_execute, response_sender, request_rescheduling, io, ensemble
+(2026-12-06: every case gives the same verdict on both servers; the one case both fail, restart's test_restart, is
+Triton 2.51's own, recorded in KNOWN; test_decoupled_bls needs a GPU). async_execute, response_sender and request_rescheduling run
 whole (response_sender's two cases its client skips, "Model unload will hang", are skipped on both): 31 passed and 2
 skipped on each server; response_sender first showed two differences, fixed in 04_pb_utils and 04a_python_backend
 (tests/test_response_sender_rules.py).
 bls runs its CPU part: the tests of its bls model that need a GPU or NVIDIA's QA data folder (${DATADIR}: the
 onnx_nobatch_sequence_int32, onnx_int32_int32_int32 and libtorch models test.sh copies) are named in NEEDS_GPU with
 why, as are bls_async (every execute sends CUDA tensors) and bls_model_loading (its ONNX model is from ${DATADIR}).
-Not run yet: model_control, custom_metrics, logging, io, argument_validation, ensemble, and the other subtests of
-L0_backend_python.
+io and ensemble run their CPU part (2026-12-06: 2 passed, 6 skipped on each server): io's test_requested_output_default
+and ensemble's test_ensemble; every other case of theirs puts a tensor on the GPU (torch `.cuda()`, a KIND_GPU instance,
+or ensemble_gpu's libtorch model from ${DATADIR}) and is named in NEEDS_GPU with what both servers did without one
+(io's servers whose every case needs a GPU are not started). Their GPU cases' error text showed one difference, fixed
+in 05_scheduler: a failed execute's `At:` lines list the library frames below the model, as Triton's do
+(tests/test_execute_failure_frames.py).
+Not run yet: model_control, custom_metrics, logging, argument_validation, and the other subtests of L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
 """
