@@ -19,8 +19,8 @@ io and ensemble run their CPU part (2026-12-06: 2 passed, 6 skipped on each serv
 and ensemble's test_ensemble; every other case of theirs puts a tensor on the GPU (torch `.cuda()`, a KIND_GPU instance,
 or ensemble_gpu's libtorch model from ${DATADIR}) and is named in NEEDS_GPU with what both servers did without one
 (io's servers whose every case needs a GPU are not started). Their GPU cases' error text showed one difference, fixed
-in 05_scheduler: a failed execute's `At:` lines list the library frames below the model, as Triton's do
-(tests/test_execute_failure_frames.py).
+in 04a_python_backend and 05_scheduler: a failed execute's `At:` lines list the library frames below the model, as
+Triton's do (tests/test_execute_failure_frames.py).
 Not run yet: model_control, custom_metrics, logging, argument_validation, and the other subtests of L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
