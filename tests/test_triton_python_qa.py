@@ -6,9 +6,9 @@ Every server here binds the default ports 8000-8002 (the clients hard-code them)
 machine-wide file lock, one server at a time; the client's verdicts are read from its junit XML, and each case of it
 is one test here (`server_log`, `init_error` ...: the checks test.sh makes on the server's log and exit).
 
-Subtests run: decoupled, lifecycle, restart, bls, async_execute, response_sender, request_rescheduling (2026-12-06:
-every case gives the same verdict on both servers; the one case both fail, restart's test_restart, is Triton 2.51's
-own, recorded in KNOWN; test_decoupled_bls needs a GPU). async_execute, response_sender and request_rescheduling run
+Subtests run: decoupled, lifecycle, restart, bls, async_execute, response_sender, request_rescheduling, io, ensemble
+(2026-12-06: every case gives the same verdict on both servers; the one case both fail, restart's test_restart, is
+Triton 2.51's own, recorded in KNOWN; test_decoupled_bls needs a GPU). async_execute, response_sender and request_rescheduling run
 whole (response_sender's two cases its client skips, "Model unload will hang", are skipped on both): 31 passed and 2
 skipped on each server; response_sender first showed two differences, fixed in 04_pb_utils and 04a_python_backend
 (tests/test_response_sender_rules.py).
@@ -19,8 +19,13 @@ model_control, custom_metrics, logging, argument_validation (2026-12-06: every c
 all passing): custom_metrics and argument_validation run their unittest class inside execute, judged per test from the
 unittest report in the server log as bls is; logging's cases are its client per server (default, verbose, disabled),
 the POSTs to /v2/logging, and verify_log_counts' line counts after each server's SIGTERM.
-Not run yet: io, ensemble, and the other subtests of
-L0_backend_python.
+io and ensemble run their CPU part (2026-12-06: 2 passed, 6 skipped on each server): io's test_requested_output_default
+and ensemble's test_ensemble; every other case of theirs puts a tensor on the GPU (torch `.cuda()`, a KIND_GPU instance,
+or ensemble_gpu's libtorch model from ${DATADIR}) and is named in NEEDS_GPU with what both servers did without one
+(io's servers whose every case needs a GPU are not started). Their GPU cases' error text showed one difference, fixed
+in 04a_python_backend and 05_scheduler: a failed execute's `At:` lines list the library frames below the model, as
+Triton's do (tests/test_execute_failure_frames.py).
+Not run yet: the other subtests of L0_backend_python.
 
 A case that fails on both servers is Triton 2.51's behaviour, recorded in KNOWN with the evidence (strict xfail).
 """
@@ -77,6 +82,9 @@ CASES = {
     'logging': [f'{trial}-{case}' for trial in ('default', 'verbose', 'disabled') for case in ('test_log_output', 'log_counts')]
                + ['verbose-log_settings', 'disabled-log_settings'],
     'argument_validation': ['test_infer_request_args', 'test_infer_response_args', 'test_tensor_args', 'test_log_args'],
+    'io': ['default-test_ensemble_io', 'decoupled-test_ensemble_io', 'test_empty_gpu_output', 'test_variable_gpu_output',
+           'test_requested_output_default', 'test_requested_output_decoupled'],
+    'ensemble': ['test_ensemble', 'test_ensemble_gpu'],
 }
 
 # (subtest, case, server) -> why it fails there; a case failing on both servers is Triton's own (with the evidence).
@@ -335,11 +343,50 @@ def run_logging(kind, qa, tmp) -> dict:
 
 
 
+# io/test.sh's servers in order: (arrange, {case: the client's test}, the client's environment)
+IO_SERVERS = [*((pyqa.arrange_io_ensemble(trial), {f'{trial}-test_ensemble_io': 'IOTest::test_ensemble_io'}, {'TRIAL': trial})
+                for trial in ('default', 'decoupled')),
+              (pyqa.arrange_io_single('dlpack_empty_output'), {'test_empty_gpu_output': 'IOTest::test_empty_gpu_output'}, {}),
+              (pyqa.arrange_io_single('variable_gpu_output'), {'test_variable_gpu_output': 'IOTest::test_variable_gpu_output'}, {}),
+              (pyqa.arrange_io_single('add_sub', 'dlpack_io_identity_decoupled'),
+               {'test_requested_output_default': 'IOTest::test_requested_output_default',
+                'test_requested_output_decoupled': 'IOTest::test_requested_output_decoupled'}, {})]
+
+
+def run_io(kind, qa, tmp) -> dict:
+    """io/test.sh: a server per group of IOTest cases, each case its own client run; a server whose every case needs a
+    GPU (NEEDS_GPU) is not started."""
+    results, gpu = {}, pyqa.NEEDS_GPU['io']
+    for arrange, cases, env in IO_SERVERS:
+        results.update({case: ('skipped', gpu[case]) for case in cases if case in gpu})
+        if not (todo := {case: test for case, test in cases.items() if case not in gpu}): continue
+        models = arrange(qa)
+        if kind == 'triton': pyqa.oracle_with_torch()   # dlpack_io_identity imports torch
+        server = start(kind, models)
+        try:
+            for case, test in todo.items():
+                r = pyqa.run_client(models.parent, f'io_test.py::{test}', tmp / f'{case}.xml', env=env)
+                results[case] = r.get(test.split('::')[-1], ('error', r['__output__'][1]))
+        finally: server.stop()
+    return results
+
+
+def run_ensemble(kind, qa, tmp) -> dict:
+    "ensemble/test.sh: one server on the ensemble of two add_sub models; ensemble_test.py less its GPU case."
+    models = pyqa.arrange_ensemble(qa)
+    server = start(kind, models)
+    gpu = pyqa.NEEDS_GPU['ensemble']
+    try: results = pyqa.run_client(models.parent, 'ensemble_test.py', tmp / 'ensemble.xml', deselect=gpu)
+    finally: server.stop()
+    for case, why in gpu.items(): results[case.split('::')[-1]] = ('skipped', why)
+    return results
+
+
 RUNS = {'decoupled': run_decoupled, 'lifecycle': run_lifecycle, 'restart': run_restart, 'bls': run_bls,
         'async_execute': run_async_execute, 'response_sender': run_response_sender,
         'request_rescheduling': run_request_rescheduling,
         'model_control': run_model_control, 'custom_metrics': run_custom_metrics, 'logging': run_logging,
-        'argument_validation': run_argument_validation}
+        'argument_validation': run_argument_validation, 'io': run_io, 'ensemble': run_ensemble}
 _done: dict = {}
 
 
@@ -401,3 +448,6 @@ def test_cases_are_the_clients(qa_root):
     assert CASES['custom_metrics'] == pyqa.model_tests(qa / 'python_models' / 'custom_metrics' / 'model.py', 'PBCustomMetricsTest')
     model = sub / 'argument_validation' / 'models' / 'argument_validation' / '1' / 'model.py'
     assert CASES['argument_validation'] == pyqa.model_tests(model, 'ArgumentValidationTest')
+    io = [c.split('-')[-1] for c in CASES['io']]   # test_ensemble_io once per TRIAL
+    assert sorted(set(io)) == sorted(tests(sub / 'io' / 'io_test.py')) and len(io) == len(set(io)) + 1
+    assert CASES['ensemble'] == tests(sub / 'ensemble' / 'ensemble_test.py')

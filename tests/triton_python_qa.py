@@ -24,6 +24,8 @@ Adaptations, each one named where it happens:
   imports.
 - custom_metrics, argument_validation: like bls, each test of the unittest class the model runs inside execute is
   judged from the report in the server's log.
+- io: test.sh's servers whose every case needs a GPU (NEEDS_GPU) are not started; ensemble: its `TEST_WINDOWS == 0`
+  part (ensemble_gpu over ${DATADIR}'s libtorch model on KIND_GPU) is left out of the repository (`arrange_ensemble`).
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
 """
@@ -260,6 +262,55 @@ def arrange_argument_validation(qa:Path) -> Path:
     return qa / 'L0_backend_python' / 'argument_validation' / 'models'   # committed with the subtest; test.sh copies nothing
 
 
+def arrange_io_ensemble(trial:str):
+    """io/test.sh's loop over TRIAL (default, decoupled): dlpack_io_identity (or its decoupled twin) as
+    dlpack_io_identity_1..3, each renamed by sed, and the ensemble_io ensemble that chains them."""
+    def arrange(qa:Path) -> Path:
+        models = qa / 'L0_backend_python' / 'io' / 'models'
+        shutil.rmtree(models, ignore_errors=True)
+        source = qa / 'python_models' / ('dlpack_io_identity' if trial == 'default' else 'dlpack_io_identity_decoupled')
+        for i in (1, 2, 3):
+            name = f'dlpack_io_identity_{i}'
+            (models / name / '1').mkdir(parents=True)
+            shutil.copy(source / 'model.py', models / name / '1')
+            shutil.copy(source / 'config.pbtxt', models / name)
+            sed(models / name / 'config.pbtxt', r'^name:.*', f'name: "{name}"')
+        (models / 'ensemble_io' / '1').mkdir(parents=True)
+        shutil.copy(qa / 'python_models' / 'ensemble_io' / 'config.pbtxt', models / 'ensemble_io')
+        return models
+    arrange.__name__ = f'arrange_io_ensemble_{trial}'
+    return arrange
+
+
+def arrange_io_single(*names:str):
+    """io/test.sh's later servers: `rm -rf models && mkdir models` and the named models alone (dlpack_empty_output;
+    variable_gpu_output; add_sub with dlpack_io_identity_decoupled)."""
+    def arrange(qa:Path) -> Path:
+        models = qa / 'L0_backend_python' / 'io' / 'models'
+        shutil.rmtree(models, ignore_errors=True)
+        models.mkdir(parents=True)
+        for name in names: cp_model(qa, models, name)
+        return models
+    arrange.__name__ = f'arrange_io_{"_".join(names)}'
+    return arrange
+
+
+def arrange_ensemble(qa:Path) -> Path:
+    """ensemble/test.sh's repository: the ensemble of add_sub_1 and add_sub_2 (add_sub twice). Adapted: its
+    `TEST_WINDOWS == 0` part (ensemble_gpu, over the QA data folder's libtorch_float32_float32_float32 on KIND_GPU) is
+    left out, as test.sh itself leaves it out where there are no GPU tensors: the model is NVIDIA's (${DATADIR}), and
+    a KIND_GPU instance cannot load without a GPU (test_ensemble_gpu is in NEEDS_GPU)."""
+    models = qa / 'L0_backend_python' / 'ensemble' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    (models / 'ensemble' / '1').mkdir(parents=True)
+    shutil.copy(qa / 'python_models' / 'ensemble' / 'config.pbtxt', models / 'ensemble')
+    for name in ('add_sub_1', 'add_sub_2'):
+        (models / name / '1').mkdir(parents=True)
+        shutil.copy(qa / 'python_models' / 'add_sub' / 'config.pbtxt', models / name)
+        shutil.copy(qa / 'python_models' / 'add_sub' / 'model.py', models / name / '1')
+    return models
+
+
 def model_tests(path:Path, cls:str) -> list:
     "The test methods of unittest class `cls` in a QA model that runs `unittest.main` inside its execute, in file order."
     return [t.split('::')[1] for t in client_tests(path) if t.startswith(f'{cls}::')]
@@ -294,7 +345,28 @@ NEEDS_GPU = {'decoupled': {'DecoupledTest::test_decoupled_bls':
                  'bls_async': 'needs a GPU: each execute first sends BLS inputs it moved to CUDA (gpu=True)'}.items()},
                      'bls_model_loading': "needs the QA data folder's onnx_int32_int32_int32 (NVIDIA-internal ${DATADIR}), "
                                           'the model it loads through BLS',
-                     'bls_model_loading_warmup': "needs the QA data folder's onnx_int32_int32_int32 (NVIDIA-internal ${DATADIR})"}}
+                     'bls_model_loading_warmup': "needs the QA data folder's onnx_int32_int32_int32 (NVIDIA-internal ${DATADIR})"},
+             # io: every case but test_requested_output_default puts a tensor on the GPU (seen 2026-12-06 on both servers,
+             # the client killed after 90 s where it hangs)
+             'io': {**{f'{trial}-test_ensemble_io': why for trial, why in (
+                        ('default', 'needs a GPU: its first request asks each dlpack_io_identity model for a GPU output, '
+                                    'which the model makes with torch `.cuda()`; on a CPU the ensemble answers "Torch not '
+                                    'compiled with CUDA enabled" and the client fails'),
+                        ('decoupled', 'needs a GPU: the decoupled dlpack_io_identity_1 moves its output with torch '
+                                      '`.cuda()` in its response thread; on a CPU the thread dies, no response is sent '
+                                      'and the client waits forever'))},
+                    'test_empty_gpu_output': 'needs a GPU: dlpack_empty_output makes its output on "cuda:0" with torch '
+                                             '(on a CPU: "Torch not compiled with CUDA enabled")',
+                    'test_variable_gpu_output': 'needs a GPU: variable_gpu_output has a KIND_GPU instance group, which '
+                                                'cannot load without one (neither server starts: "failed to load all '
+                                                'models"), and makes its outputs on CUDA',
+                    'test_requested_output_decoupled': 'needs a GPU: its GPU_OUTPUT input (np.random.rand cast to bool) is '
+                                                       'all True, so dlpack_io_identity_decoupled moves OUTPUT0 with torch '
+                                                       '`.cuda()` in its response thread; on a CPU the thread dies, no '
+                                                       'response is sent and the client waits forever'},
+             'ensemble': {'EnsembleTest::test_ensemble_gpu':
+                          "needs a GPU and the QA data folder's libtorch_float32_float32_float32 (NVIDIA-internal "
+                          '${DATADIR}), the KIND_GPU model ensemble_gpu runs; test.sh leaves both out without GPU tensors'}}
 
 
 def oracle_with_torch():

@@ -23,9 +23,14 @@ __all__ = ['log', 'PYTHON_BACKEND_MODES', 'import_model_file', 'release_model_mo
 # %% ../nbs/04a_python_backend.ipynb #8be74280
 _module_ids = itertools.count()
 
+_OWN_CODE = Path(pb_utils.__file__).resolve().parent   # triton_mini's frames stand in for Triton's C++: never listed
+
 def _format_exception(e:BaseException, model_file:Path) -> str:
-    "`Type: message` plus Triton's `At:` lines for the frames inside the model's own files."
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).parent in (model_file.parent, model_file.parent.parent)]
+    "`Type: message` plus Triton's `At:` lines: every frame from the model's own file down, the libraries it calls too."
+    dirs = (model_file.parent, model_file.parent.parent)
+    frames = traceback.extract_tb(e.__traceback__)
+    start = next((i for i, f in enumerate(frames) if Path(f.filename).parent in dirs), len(frames))
+    frames = [f for f in frames[start:] if Path(f.filename).parent in dirs or _OWN_CODE not in Path(f.filename).resolve().parents]
     head = f'{type(e).__name__}: {e}'
     if not frames: return head
     return head + '\n\nAt:\n' + ''.join(f'  {f.filename}({f.lineno}): {f.name}\n' for f in reversed(frames))

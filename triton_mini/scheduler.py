@@ -11,6 +11,7 @@ import numpy as np
 from dataclasses import dataclass, field
 from fastcore.basics import patch
 
+import triton_mini
 from .tensors import TritonError
 from .model_config import ModelConfig
 from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse, ModelInstance
@@ -460,12 +461,21 @@ def record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_reque
     with self.lock: self._count_execution(batch_size, timing, n_requests)
 
 # %% ../nbs/05_scheduler.ipynb #601bbd77
+_OWN_CODE = Path(triton_mini.__file__).resolve().parent
+
+def _model_frames(tb, dirs:set) -> list:
+    "The traceback's frames from the model's first one on, less triton_mini's own (which stand in for Triton's C++)."
+    frames = traceback.extract_tb(tb)
+    start = next((i for i, f in enumerate(frames) if str(Path(f.filename).parent) in dirs), len(frames))
+    return [f for f in frames[start:] if str(Path(f.filename).parent) in dirs or _OWN_CODE not in Path(f.filename).resolve().parents]
+
+# %% ../nbs/05_scheduler.ipynb #4e974dec
 def execute_failure(inst:ModelInstance, e:BaseException) -> TritonError:
-    "Triton's INTERNAL error for an exception that escaped `execute`: type, message, the model's own frames."
+    "Triton's INTERNAL error for an exception that escaped `execute`: type, message, the frames from the model down."
     args = getattr(inst, 'args', None)
     model_dir = Path(args.model_dir) if args is not None else None
     dirs = {str(model_dir), str(model_dir / str(args.model_version))} if args is not None else set()
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(Path(f.filename).parent) in dirs]
+    frames = _model_frames(e.__traceback__, dirs)
     e.__traceback__ = None                     # its frames hold the batch's requests
     text = f"Failed to process the request(s) for model '{inst.name}', message: {type(e).__name__}: {str(e) or '<EMPTY MESSAGE>'}"
     if frames: text += '\n\nAt:\n' + ''.join(f'  {f.filename}({f.lineno}): {f.name}\n' for f in reversed(frames))
