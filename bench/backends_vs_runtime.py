@@ -4,13 +4,15 @@ of any server), on one model per backend that takes a millisecond or more, at c=
 
 For each backend whose runtime is installed (onnxruntime; torch, openvino, treelite with their extras): the model is
 made here (no weights committed), the runtime is called directly from `c` threads for `--seconds`, then the same
-inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread) for as long. The
+inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread; or tritonclient.grpc,
+one channel per thread, with `--protocols grpc`) for as long. The
 report: calls/s both ways and the server's share (1 - served/direct); the CPU each call cost both ways (this process,
 plus the server's process when served: the client's work is in it) and the server's share of that (1 - direct/served).
 
     python bench/backends_vs_runtime.py                 # every backend found, c = 1 8, 5 s each
     python bench/backends_vs_runtime.py --backends fil onnx --seconds 10
     python bench/backends_vs_runtime.py --threads 1 --instances 2     # one thread per call both ways, two instances
+    python bench/backends_vs_runtime.py --protocols http grpc         # served through tritonclient.grpc too
 """
 import argparse, sys, tempfile, threading, time
 from pathlib import Path
@@ -139,8 +141,9 @@ def main():
     ap.add_argument('--instances', nargs='+', type=int, default=[1], help='instance_group counts to serve with, one run each')
     ap.add_argument('--dynamic-batching', action='store_true', help="serve with dynamic_batching { } (Triton's default delay 0)")
     ap.add_argument('--threads', type=int, default=0, help="threads per runtime call, directly and served (0: the runtime's default)")
+    ap.add_argument('--protocols', nargs='+', default=['http'], choices=('http', 'grpc'), help='how the served calls travel')
     a = ap.parse_args()
-    import tritonclient.http as httpclient
+    import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
     rows = ['| backend | served as | c | direct calls/s | served calls/s | server share | direct CPU ms/call | served CPU ms/call (server + client) | server share of CPU |',
             '|---|---|---|---|---|---|---|---|---|']
     batching = 'dynamic_batching { }\n' if a.dynamic_batching else ''
@@ -151,19 +154,25 @@ def main():
             (repo / name).mkdir(parents=True)
             (repo / name / 'config.pbtxt').write_text(cfg + batching + f'instance_group [{{ count: {count} kind: KIND_CPU }}]\n')
             make(repo / name)
-            s = MiniProcess(repo, metrics=False, grpc=False)
+            s = MiniProcess(repo, metrics=False, grpc='grpc' in a.protocols)
             label = (f'{count} instance{"s" if count > 1 else ""}' + (', dynamic batching' if batching else '')
                      + (f', {a.threads} thread{"s" if a.threads > 1 else ""} per call' if a.threads else ''))
             try:
-                def client(i):
-                    c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
-                    inp = httpclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data, binary_data=True)
-                    return lambda: c.infer(name, [inp])
-                client(0)()   # warm up, and check it answers
-                for c in a.concurrency:
-                    (d, dcpu), (v, vcpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
-                    rows.append(f'| {name} | {label} | {c} | {d:,.0f} | {v:,.0f} | {1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} |')
-                    print(rows[-1], flush=True)
+                for proto in a.protocols:
+                    def client(i, proto=proto):
+                        if proto == 'grpc':
+                            c = grpcclient.InferenceServerClient(f'127.0.0.1:{s.grpc_port}')
+                            inp = grpcclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data)
+                        else:
+                            c = httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}')
+                            inp = httpclient.InferInput(input_name, list(data.shape), 'FP32'); inp.set_data_from_numpy(data, binary_data=True)
+                        return lambda: c.infer(name, [inp])
+                    client(0)()   # warm up, and check it answers
+                    for c in a.concurrency:
+                        (d, dcpu), (v, vcpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
+                        rows.append(f'| {name} | {label}, {proto.upper() if proto == "http" else "gRPC"} | {c} | {d:,.0f} | {v:,.0f} | '
+                                    f'{1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} |')
+                        print(rows[-1], flush=True)
             finally: s.stop()
     print('\n'.join(rows))
 
