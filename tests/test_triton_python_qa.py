@@ -178,6 +178,13 @@ BLS_TRIALS = ('non_decoupled', 'decoupled')   # test.sh's BLS_KIND loop
 BLS_ERROR = "BLS is only supported during the 'execute' function."
 
 
+# Real Triton 2.51's bls stub died once in a clean-clone CI run on this loaded machine (2026-12-06, decoupled trial:
+# every request after it "Stub process 'bls_0_0' is not healthy."), where it had passed every test before. A run of
+# real Triton whose stub died gives no verdict on the cases: its trial is run again, three times at most, and if the
+# stub dies each time those cases skip with why. triton-mini's runs are judged as they come (one run).
+STUB_DIED = "is not healthy"
+
+
 def run_bls(kind, qa, tmp) -> dict:
     """bls/test.sh: per BLS_KIND a server on the BLS models and test_infer_shm_leak.py per model. The bls model runs its
     unittest class inside execute and answers one pass/fail; each of its tests is a case here, read from the unittest
@@ -188,18 +195,23 @@ def run_bls(kind, qa, tmp) -> dict:
     folder, results, skip = models.parent, {}, pyqa.NEEDS_GPU['bls']
     tests = pyqa.model_tests(models / 'bls' / '1' / 'model.py', 'PBBLSTest')
     for trial in BLS_TRIALS:
-        server = start(kind, models, env={'BLS_KIND': trial})
-        try:
-            for model in ('bls', 'bls_memory', 'bls_memory_async', 'bls_async'):
-                if f'{trial}-{model}' in skip: continue
-                r = pyqa.run_client(folder, '../test_infer_shm_leak.py', tmp / f'{model}.{trial}.xml', env={'MODEL_NAME': model})
-                results[f'{trial}-{model}'] = r.get('test_shm_leak', ('error', r['__output__'][1]))
-        finally: server.stop()
-        log, client = server.log(), results[f'{trial}-bls']
+        for attempt in range(3 if kind == 'triton' else 1):
+            server = start(kind, models, env={'BLS_KIND': trial})
+            try:
+                for model in ('bls', 'bls_memory', 'bls_memory_async', 'bls_async'):
+                    if f'{trial}-{model}' in skip: continue
+                    r = pyqa.run_client(folder, '../test_infer_shm_leak.py', tmp / f'{model}.{trial}.{attempt}.xml', env={'MODEL_NAME': model})
+                    results[f'{trial}-{model}'] = r.get('test_shm_leak', ('error', r['__output__'][1]))
+            finally: server.stop()
+            log, client = server.log(), results[f'{trial}-bls']
+            if STUB_DIED not in client[1]: break
         answered = client[0] == 'passed' or 'python_unittest failed for model bls' in client[1]   # else no full report
         verdicts = pyqa.unittest_verdicts(log, 'PBBLSTest', tests) if answered else {}
+        died = kind == 'triton' and STUB_DIED in client[1]
         for test in tests:
-            results[f'{trial}-{test}'] = verdicts.get(test, ('failed', f'the bls model did not answer; its client: {client}'))
+            results[f'{trial}-{test}'] = verdicts.get(test, (
+                'skipped', f'no verdict: real Triton\'s bls stub died in each of 3 runs ({client[1][:200]})') if died else (
+                'failed', f'the bls model did not answer; its client: {client}'))
         del results[f'{trial}-bls']   # its one verdict is every test's, the GPU ones too: judged per test above
         found = grep_count(log, 'Request timeout: 11000000000')   # test.sh: the BLS timeout reaches the model
         results[f'{trial}-timeout_log'] = ('passed' if found else 'failed', server.log_tail(40))
@@ -269,6 +281,9 @@ def run_request_rescheduling(kind, qa, tmp) -> dict:
     verdicts = pyqa.unittest_verdicts(server.log(), 'RequestReschedulingTest', tests) if answered else {}
     for test in tests:
         results[test] = verdicts.get(test, ('failed', f'the bls_request_rescheduling model did not answer; its client: {client}'))
+    return results
+
+
 def run_model_control(kind, qa, tmp) -> dict:
     models = pyqa.arrange_model_control(qa)
     server = start(kind, models, '--model-control-mode=explicit')
