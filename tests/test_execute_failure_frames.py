@@ -15,16 +15,22 @@ def into_our_code(requests): return pb_utils.get_input_tensor_by_name(None, "X")
 '''
 
 
-def failure(tmp_path, entry):
+def demo_model(tmp_path, module_name:str):
+    "MODEL written as tmp_path/demo/1/model.py and imported: (the module, its path)."
     version = tmp_path / 'demo' / '1'
     version.mkdir(parents=True)
     (version / 'model.py').write_text(MODEL)
-    spec = importlib.util.spec_from_file_location('demo_frames_model', version / 'model.py')
+    spec = importlib.util.spec_from_file_location(module_name, version / 'model.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module, version / 'model.py'
+
+
+def failure(tmp_path, entry):
+    module, path = demo_model(tmp_path, 'demo_frames_model')
     inst = SimpleNamespace(name='demo_0', args=SimpleNamespace(model_dir=str(tmp_path / 'demo'), model_version=1))
     try: getattr(module, entry)([])
-    except Exception as e: return execute_failure(inst, e).message, version / 'model.py'
+    except Exception as e: return execute_failure(inst, e).message, path
 
 
 def frames(message): return [line.strip() for line in message.split('\n\nAt:\n')[1].splitlines() if line.strip()]
@@ -45,13 +51,8 @@ def test_triton_minis_own_frames_are_not(tmp_path):
 def test_the_python_backends_own_text_lists_them_too(tmp_path):
     "An Exception from execute is formatted by the Python backend itself (python_backend._format_exception): same rule."
     from triton_mini.python_backend import _format_exception
-    version = tmp_path / 'demo' / '1'
-    version.mkdir(parents=True)
-    (version / 'model.py').write_text(MODEL)
-    spec = importlib.util.spec_from_file_location('demo_frames_model2', version / 'model.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, path = demo_model(tmp_path, 'demo_frames_model2')
     for entry, want in (('execute', ['raw_decode', 'decode', 'loads', 'execute']), ('into_our_code', ['into_our_code'])):
         try: getattr(module, entry)([])
-        except Exception as e: text = _format_exception(e, version / 'model.py')
+        except Exception as e: text = _format_exception(e, path)
         assert [f.rsplit(': ', 1)[1] for f in frames(text)] == want, text

@@ -173,11 +173,16 @@ def arrange_bls_parameters(qa:Path) -> Path:
     return models
 
 
-def arrange_async_execute(qa:Path) -> Path:
-    models = qa / 'L0_backend_python' / 'async_execute' / 'models'
+def fresh_models(qa:Path, subtest:str, *names) -> Path:
+    "A subtest's test.sh `rm -rf models`, then `cp -r` of each of qa/python_models' `names` into it."
+    models = qa / 'L0_backend_python' / subtest / 'models'
     shutil.rmtree(models, ignore_errors=True)
-    for name in ('async_execute_decouple', 'async_execute_decouple_bls'): cp_model(qa, models, name)
+    for name in names: cp_model(qa, models, name)
     return models
+
+
+def arrange_async_execute(qa:Path) -> Path:
+    return fresh_models(qa, 'async_execute', 'async_execute_decouple', 'async_execute_decouple_bls')
 
 
 # response_sender/test.sh's first repository: the one model folder (model_common.py with model.py or model_async.py)
@@ -207,25 +212,17 @@ def arrange_response_sender(qa:Path) -> Path:
 
 def arrange_response_sender_complete_final(qa:Path) -> Path:
     "response_sender/test.sh's second server: `rm -rf models` and response_sender_complete_final alone."
-    models = qa / 'L0_backend_python' / 'response_sender' / 'models'
-    shutil.rmtree(models, ignore_errors=True)
-    cp_model(qa, models, 'response_sender_complete_final')
-    return models
+    return fresh_models(qa, 'response_sender', 'response_sender_complete_final')
 
 
 def arrange_request_rescheduling(qa:Path) -> Path:
-    models = qa / 'L0_backend_python' / 'request_rescheduling' / 'models'
-    shutil.rmtree(models, ignore_errors=True)
-    for name in ('bls_request_rescheduling', 'request_rescheduling_addsub', 'iterative_sequence', 'wrong_return_type'):
-        cp_model(qa, models, name)
-    return models
+    return fresh_models(qa, 'request_rescheduling', 'bls_request_rescheduling', 'request_rescheduling_addsub',
+                        'iterative_sequence', 'wrong_return_type')
 
 
 def arrange_model_control(qa:Path) -> Path:
     "model_control/test.sh: identity_fp32, and the config alone of the ensemble simple_identity_fp32 (its empty `1/`)."
-    models = qa / 'L0_backend_python' / 'model_control' / 'models'
-    shutil.rmtree(models, ignore_errors=True)
-    cp_model(qa, models, 'identity_fp32')
+    models = fresh_models(qa, 'model_control', 'identity_fp32')
     (models / 'simple_identity_fp32' / '1').mkdir(parents=True, exist_ok=True)
     shutil.copy(qa / 'python_models' / 'simple_identity_fp32' / 'config.pbtxt', models / 'simple_identity_fp32')
     return models
@@ -244,18 +241,12 @@ def oracle_with_requests():
 
 
 def arrange_custom_metrics(qa:Path) -> Path:
-    models = qa / 'L0_backend_python' / 'custom_metrics' / 'models'
-    shutil.rmtree(models, ignore_errors=True)
-    cp_model(qa, models, 'custom_metrics')
-    return models
+    return fresh_models(qa, 'custom_metrics', 'custom_metrics')
 
 
 def arrange_logging(qa:Path) -> Path:
     "logging/test.sh: `rm -fr ${MODELDIR}/logging/models` (MODELDIR: L0_backend_python), then identity_fp32_logging."
-    models = qa / 'L0_backend_python' / 'logging' / 'models'
-    shutil.rmtree(models, ignore_errors=True)
-    cp_model(qa, models, 'identity_fp32_logging')
-    return models
+    return fresh_models(qa, 'logging', 'identity_fp32_logging')
 
 
 def arrange_argument_validation(qa:Path) -> Path:
