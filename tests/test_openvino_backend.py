@@ -156,6 +156,10 @@ def test_documented_parameters_reach_the_compiled_model(server):
      "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [1,4]) but the model configuration specifies 2 dimensions (shape [-1,4])"),
     (CONFIGS['unbatched'].replace('dims: [ -1, 4 ] }, { name: "INPUT1"', 'dims: [ -2, 4 ] }, { name: "INPUT1"'),
      "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension"),   # the core's check, first
+    # RESHAPE_IO_LAYERS goes input by input as ValidateInputs does: INPUT0's shape is set before INPUT1's name is looked at
+    (CONFIGS['unbatched'].replace('"INPUT1"', '"B"').replace('dims: [ -1, 4 ] }, { name: "B"', 'dims: [ -1, 4, 2 ] }, { name: "B"'),
+     "model 'm', tensor 'INPUT0': RESHAPE_IO_LAYERS cannot give 3 dims to an input of rank 2"),
+    (CONFIGS['unbatched'].replace('"INPUT1"', '"B"'), "unexpected inference input 'B', allowed inputs are: INPUT0, INPUT1"),
     (CONFIGS['fixed'] + param('NUM_STREAMS', 'Lots'), "expected the parameter 'NUM_STREAMS' to be either AUTO/NUMA/<int_value>, got lots"),
     (CONFIGS['fixed'] + param('INFERENCE_NUM_THREADS', 'two'), "expected the parameter 'INFERENCE_NUM_THREADS' to be a non-negative number, got two"),
     (CONFIGS['fixed'] + param('PERFORMANCE_HINT', 'FAST'), "expected the parameter 'PERFORMANCE_HINT' to be LATENCY/THROUGHPUT/CUMULATIVE_THROUGHPUT, got fast"),

@@ -110,29 +110,32 @@ def _check_names(cfg:ModelConfig, ios, ports, side:str):
         if io.name not in names:
             raise TritonError(f"unexpected inference {side} '{io.name}', allowed {side}s are: {', '.join(sorted(names))}", 'INVALID_ARG')
 
+def _reshaped(ov, cfg:ModelConfig, io, shape):
+    "RESHAPE_IO_LAYERS: the config's dims written over the model's after the batch dimension (`-1`: dynamic)."
+    dims, at = _dims(io), 1 if cfg.max_batch_size else 0
+    if shape.rank.is_dynamic: shape = ov.PartialShape([ov.Dimension()] * (at + len(dims)))
+    if at + len(dims) > len(shape):   # Triton writes past the model's rank here; refused with the ranks instead
+        raise TritonError(f"model '{cfg.name}', tensor '{io.name}': RESHAPE_IO_LAYERS cannot give {len(dims)} dims "
+                          f"to an input of rank {len(shape)}" + (' (with the batch dimension)' if at else ''), 'INVALID_ARG')
+    for d in dims:
+        if d < 1 and d != -1: raise TritonError('openvino backend does not support dimensions values other than `-1` or positive integers', 'INTERNAL')
+        shape[at] = ov.Dimension() if d == -1 else ov.Dimension(d); at += 1
+    return shape
+
 def configure_model(ov, model, cfg:ModelConfig, opts:dict):
     "The model checked against `cfg` and prepared to serve it (ValidateInputs and ValidateOutputs): the model to compile."
     from openvino.preprocess import PrePostProcessor
     mbs = cfg.max_batch_size
     if len(model.inputs) != len(cfg.input):
         raise TritonError(f"unable to load model '{cfg.name}', configuration expects {len(cfg.input)} inputs, model provides {len(model.inputs)}", 'INVALID_ARG')
-    if opts['reshape_io_layers']:
-        _check_names(cfg, cfg.input, model.inputs, 'input')   # the reshape needs every name
-        shapes = {}
-        for io in cfg.input:
-            dims = _dims(io)
-            if any(d < 1 and d != -1 for d in dims):
-                raise TritonError('openvino backend does not support dimensions values other than `-1` or positive integers', 'INTERNAL')
-            old = model.input(io.name).get_partial_shape()
-            shapes[io.name] = ov.PartialShape(([old[0]] if mbs and len(old) else []) + [ov.Dimension() if d == -1 else ov.Dimension(d) for d in dims])
-        _ov_call('setting shape for ' + ', '.join(shapes), model.reshape, shapes)
     ppp = PrePostProcessor(model)
     for io in cfg.input:   # each tensor whole (name, type, dims) before the next, as ValidateInputs does
         _check_names(cfg, [io], model.inputs, 'input')
         element = _element(ov, cfg, io, 'input')
         _ov_call(f'setting precision for {io.name}', lambda: ppp.input(io.name).tensor().set_element_type(element))
-        if not opts['reshape_io_layers']:
-            compare_dims(cfg.name, io.name, model.input(io.name).get_partial_shape(), _dims(io), mbs, exact=False)
+        shape = model.input(io.name).get_partial_shape()
+        if opts['reshape_io_layers']: _ov_call(f'setting shape for {io.name}', ppp.input(io.name).tensor().set_shape, _reshaped(ov, cfg, io, shape))
+        else: compare_dims(cfg.name, io.name, shape, _dims(io), mbs, exact=False)
         if mbs: _ov_call(f'setting layout for {io.name}', lambda: ppp.input(io.name).tensor().set_layout(ov.Layout('N...')))
     model = _ov_call('apply model input preprocessing', ppp.build)
     if mbs: _ov_call('setting max batch size', ov.set_batch, model, mbs if opts['skip_ov_dynamic_batchsize'] else -1)
