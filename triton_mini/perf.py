@@ -16,10 +16,10 @@ from fastcore.basics import patch
 __all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CLIENT_SATURATED', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS', 'PerfError',
            'build_parser', 'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic', 'data_steps',
            'step_tensor', 'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'wire_request', 'grpc_caller',
-           'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller', 'stream_request',
-           'async_stream_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge', 'in_window',
-           'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect', 'model_info',
-           'stats_reader', 'run', 'measure', 'first_request', 'main', 'region_name', 'output_bytes',
+           'worker_split', 'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller',
+           'stream_request', 'async_stream_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge',
+           'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect',
+           'model_info', 'stats_reader', 'run', 'measure', 'first_request', 'main', 'region_name', 'output_bytes',
            'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
@@ -281,6 +281,10 @@ def _error_text(data:bytes, default:str) -> str:
 
 # %% ../nbs/10b_perf.ipynb #01f4526a
 THREADS_PER_WORKER = 4
+
+def worker_split(args, threads:int) -> list:
+    "The threads per worker process; with `--async` one thread per worker, so `--max-threads` caps the workers too."
+    return split_load(threads, min(os.cpu_count() or 1, args.max_threads) if args.is_async else None)
 
 def split_load(threads:int, cores:int|None=None) -> list:
     "How many threads each worker process runs: one worker up to THREADS_PER_WORKER, then one per core at most."
@@ -589,7 +593,7 @@ def measure_level(args, spec:LoadSpec, value, stats, log=print) -> Level:
     rate = args.mode == 'Request Rate'
     threads = min(args.max_threads, max(1, math.ceil(value * 0.05))) if rate else int(value)   # rate: 50 ms of requests in flight
     spec.rate, spec.is_async, spec.streaming = (value if rate else None), args.is_async, args.streaming
-    gen = LoadGenerator(spec, threads)
+    gen = LoadGenerator(spec, threads, worker_split(args, threads))
     try:
         windows, cpu = [], []
         for trial in range(args.max_trials):
