@@ -15,7 +15,7 @@ from . import perf, genai_perf
 # %% auto #0
 __all__ = ['KNOBS', 'AnalyzeError', 'build_parser', 'parse_args', 'load_config', 'is_llm', 'Candidate', 'llama_threads',
            'default_candidate', 'variant_config', 'search_space', 'fits', 'normalize', 'brute_candidates',
-           'Measurement', 'best_point', 'rank', 'score', 'project', 'quick_search', 'median_points', 'confirm',
+           'Measurement', 'best_point', 'rank', 'score', 'project', 'median_points', 'quick_search', 'confirm',
            'write_variant', 'free_port', 'launch', 'stop', 'perf_points', 'measure', 'llm_points', 'explain', 'plot',
            'write_report', 'analyze', 'main']
 
@@ -206,23 +206,6 @@ def project(c:Candidate, knob:str, cores:int|None) -> Candidate:
     if knob == 'n_threads': return replace(c, instances=max(1, cores // c.n_threads))
     return c
 
-def quick_search(space:dict, default:Candidate, measure, objective:str='throughput', budget_ms:float|None=None) -> dict:
-    "Coordinate ascent over the knobs from `default`; {candidate: measurements} of every config it measured."
-    results = {}
-    def s(c):
-        if c not in results: results[c] = measure(c)
-        return score(results[c], objective, budget_ms)
-    here = default
-    while True:
-        start = here
-        for knob in KNOBS:
-            if knob == 'max_batch_size' and here.delay_us is None: continue
-            for v in space[knob]:
-                c = project(normalize(replace(here, **{knob: v}), default), knob, space['cores'])
-                if fits(c, space['cores']) and s(c) > s(here): here = c
-        if here == start: return results
-
-# %% ../nbs/10d_analyze.ipynb #da382009
 def median_points(runs:list) -> list:
     "One Measurement per concurrency from several runs of a config: the run with the median throughput (its own latencies)."
     by_c = {}
@@ -230,6 +213,27 @@ def median_points(runs:list) -> list:
         for m in ms: by_c.setdefault(m.concurrency, []).append(m)
     return [sorted(v, key=lambda m: m.throughput)[(len(v) - 1) // 2] for _, v in sorted(by_c.items())]
 
+def quick_search(space:dict, default:Candidate, measure, objective:str='throughput', budget_ms:float|None=None) -> dict:
+    "Coordinate ascent over the knobs from `default`; {candidate: its median run} of every config it measured."
+    runs = {}
+    def s(c, n=1):
+        "The score of `c`'s median run, measuring it until it has `n` runs (a failed config is not tried again)."
+        while len(runs.setdefault(c, [])) < n and all(runs[c]): runs[c].append(measure(c))
+        return score(median_points(runs[c]), objective, budget_ms)
+    def beats(c, here) -> bool:
+        "One run says so, and a second run of each still does: one lucky window never moves the climb."
+        return s(c) > s(here) and s(c, 2) > s(here, 2)
+    here = default
+    while True:
+        start = here
+        for knob in KNOBS:
+            if knob == 'max_batch_size' and here.delay_us is None: continue
+            for v in space[knob]:
+                c = project(normalize(replace(here, **{knob: v}), default), knob, space['cores'])
+                if fits(c, space['cores']) and beats(c, here): here = c
+        if here == start: return {c: median_points(r) for c, r in runs.items()}
+
+# %% ../nbs/10d_analyze.ipynb #da382009
 def confirm(results:dict, measure, top:int, rounds:int, objective:str='throughput', budget_ms:float|None=None) -> dict:
     "`results` with its `top` best configs measured `rounds` more times, interleaved, each replaced by its median run."
     leaders = [c for c, _, _ in rank(results, objective, budget_ms)[:top]]
