@@ -1,7 +1,8 @@
 """Triton's PyTorch backend (nbs/04e_pytorch_backend.ipynb) on TorchScript models made here at test time (no weights
 committed): a linear layer, a two-input model named by the INPUT__<i> convention, a model configured by forward()'s
 argument names, a tuple-returning model (OUTPUT__<i> by position, or config order), a List[str] model (BYTES), and a
-dict-returning model, which Triton's TorchScript path refuses. Served in process and by the `triton-mini` command to
+dict-returning model, which Triton's TorchScript path refuses, and a sequence model whose START and CORRID controls
+are forward()'s arguments. Served in process and by the `triton-mini` command to
 tritonclient over HTTP and gRPC; every answer is compared with calling the module directly. Error texts: the backend's
 src/pt/model_instance_state.cc and model_state.cc, libtorch_utils.cc (ParseBoolValue/ParseIntValue). The real Triton
 of the oracle (PyPI's nvidia-pytriton) ships without the PyTorch backend, so the module itself is the reference."""
