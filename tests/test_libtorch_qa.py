@@ -20,8 +20,18 @@ L0_libtorch_io_names: eight copies of `libtorch_float32_float32_float32` (versio
 rewritten with test.sh's `sed` edits (`IO_NAMES_SEDS`), served together; its unittest client (run with `-v`, so that
 each of its eight tests reports its own verdict) checks that every naming convention reaches the right argument.
 
-Not run yet: L0_libtorch_io_types (CPU-runnable; it builds invalid-type variants of other QA models and a sequence
-model from another generator). L0_libtorch_instance_group_kind_model and L0_libtorch_shared_weights need GPUs.
+L0_libtorch_io_types: three repositories that must not load, each made by test.sh's own `cp` and `sed` lines (read
+from the script and run with bash, `$DATADIR` the temporary folder): `libtorch_int32_int8_int8` with a TYPE_UINT32
+input, the same with TYPE_UINT64 outputs, and `qa_variable_sequence_model_repository/libtorch_sequence_int32` (made by
+`qa/common/gen_qa_sequence_models.py --libtorch --variable`, unchanged) with its READY control turned into a
+TYPE_UINT32 CORRID. As run_server does, each server must not become ready; test.sh's grep for the backend's text must
+find it in the log. One adaptation: the sequence generator writes `instance_group [{ kind: KIND_GPU }]` (the QA
+container has a GPU); with no GPU the core refuses that instance group ("has kind KIND_GPU but no GPUs are
+available") before the backend sees the config, so KIND_GPU becomes KIND_CPU in the staged copy (`ON_CPU`); the
+data-type check under test does not depend on the device. Nothing connects to these servers (no client), so they
+bind free ports, not the default ones.
+
+L0_libtorch_instance_group_kind_model and L0_libtorch_shared_weights need GPUs.
 """
 from __future__ import annotations
 
@@ -62,7 +72,7 @@ def qa_source(tmp_path_factory):
     "The QA folders at TAG: qa/common and the subtests'."
     if why := missing(): skip_or_fail('libtorch_qa', why)
     dest = tmp_path_factory.mktemp('libtorch-qa')
-    tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', *(f'qa/{s}' for s in SUBTESTS), 'qa/L0_libtorch_io_names'],
+    tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', *(f'qa/{s}' for s in SUBTESTS), 'qa/L0_libtorch_io_names', 'qa/L0_libtorch_io_types'],
                          capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as t: t.extractall(dest, filter='data')
     return dest / 'qa'
@@ -175,3 +185,56 @@ def test_io_names_table_follows_test_sh(qa_source):
     assert edits == IO_NAMES_SEDS
     client = (qa_source / 'L0_libtorch_io_names' / 'io_names_client.py').read_text()
     assert tuple(re.findall(r'def (test_\w+)', client)) == IO_NAMES_TESTS
+
+
+# L0_libtorch_io_types/test.sh: the model each stage builds -> the text its grep must find in the server's log.
+IO_TYPES_GREPS = {
+    'libtorch_invalid_input_type': "unsupported datatype TYPE_UINT32 for input 'INPUT0' for model 'libtorch_invalid_input_type'",
+    'libtorch_invalid_output_type': "unsupported datatype TYPE_UINT64 for output 'OUTPUT__0' for model 'libtorch_invalid_output_type'",
+    'libtorch_invalid_sequence_int32': "input 'CORRID__2' type 'TYPE_UINT32' is not supported by PyTorch.",
+}
+ON_CPU = ('KIND_GPU', 'KIND_CPU')   # the one adaptation (module docstring): the sequence generator's instance group
+
+
+def io_types_stages(sh:str) -> dict:
+    "test.sh's stages: {model built: (its `rm -rf models ...` through `sed` lines, the text it greps for)}."
+    stages = {}
+    for build, grep in re.findall(r'^(rm -rf models && mkdir -p models\n.*?)\n\nrm -f \*\.log\n.*?^grep "(.*?)" \$SERVER_LOG$', sh, re.M | re.S):
+        stages[re.search(r'models/(\w+) &&', build).group(1)] = (build, grep)
+    return stages
+
+
+@pytest.fixture(scope='module')
+def io_types_data(qa):
+    "$DATADIR for L0_libtorch_io_types: qa_model_repository (the `qa` fixture) and qa_variable_sequence_model_repository."
+    if shutil.which('bash') is None or shutil.which('sed') is None:
+        skip_or_fail('libtorch_qa', "L0_libtorch_io_types builds its models with test.sh's own bash and sed lines: bash or sed is missing")
+    gen = subprocess.run([sys.executable, 'gen_qa_sequence_models.py', '--libtorch', '--variable',
+                          f'--models_dir={qa.parent / "qa_variable_sequence_model_repository"}'],
+                         cwd=qa / 'common', capture_output=True, text=True, timeout=900)
+    assert gen.returncode == 0, f'gen_qa_sequence_models.py --libtorch --variable failed:\n{gen.stdout[-2000:]}\n{gen.stderr[-4000:]}'
+    return qa.parent
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('model', IO_TYPES_GREPS)
+def test_mini_passes_libtorch_io_types(qa, io_types_data, model):
+    where = qa / 'L0_libtorch_io_types'
+    build, grep = io_types_stages((where / 'test.sh').read_text())[model]
+    made = subprocess.run(['bash', '-e', '-c', build], cwd=where, env={**os.environ, 'DATADIR': str(io_types_data)},
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, f'test.sh\'s lines for {model} failed:\n{build}\n{made.stderr}'
+    config = where / 'models' / model / 'config.pbtxt'
+    config.write_text(config.read_text().replace(*ON_CPU))
+    server = MiniProcess(where / 'models', check=False, grpc=False, metrics=False)   # run_server: SERVER_PID=0 unless ready
+    server.stop()
+    log = server.log()
+    assert not server.up, f'{model}: the server started, test.sh expects it not to:\n{log[-3000:]}'
+    assert grep in log, f'{model}: {grep!r} is not in the server log:\n{log[-3000:]}'
+
+
+def test_io_types_table_follows_test_sh(qa_source):
+    "IO_TYPES_GREPS names the models test.sh builds and the texts it greps for, in its order."
+    stages = io_types_stages((qa_source / 'L0_libtorch_io_types' / 'test.sh').read_text())
+    assert {m: g for m, (_, g) in stages.items()} == IO_TYPES_GREPS
+    assert list(stages) == list(IO_TYPES_GREPS)

@@ -1,7 +1,8 @@
 """Triton's PyTorch backend (nbs/04e_pytorch_backend.ipynb) on TorchScript models made here at test time (no weights
 committed): a linear layer, a two-input model named by the INPUT__<i> convention, a model configured by forward()'s
 argument names, a tuple-returning model (OUTPUT__<i> by position, or config order), a List[str] model (BYTES), and a
-dict-returning model, which Triton's TorchScript path refuses. Served in process and by the `triton-mini` command to
+dict-returning model, which Triton's TorchScript path refuses, and a sequence model whose START and CORRID controls
+are forward()'s arguments. Served in process and by the `triton-mini` command to
 tritonclient over HTTP and gRPC; every answer is compared with calling the module directly. Error texts: the backend's
 src/pt/model_instance_state.cc and model_state.cc, libtorch_utils.cc (ParseBoolValue/ParseIntValue). The real Triton
 of the oracle (PyPI's nvidia-pytriton) ships without the PyTorch backend, so the module itself is the reference."""
@@ -248,3 +249,37 @@ def test_parameters_are_logged_once_per_version_as_triton_does(tmp_path, caplog)
     said = [r.getMessage() for r in caplog.records if r.name == 'triton_mini.pytorch_backend']
     assert said.count("cuDNN is disabled for model instance 'linear'") == 2, said
     assert said.count("Inference Mode is enabled for model instance 'linear'") == 2, said
+
+
+class Tagged(torch.nn.Module):
+    def forward(self, x: torch.Tensor, start: torch.Tensor, corrid: torch.Tensor) -> torch.Tensor:
+        return x + 100 * start + 1000 * corrid
+
+
+def sequence_config(corrid_type='TYPE_INT32', start='START__1', corrid='CORRID__2'):
+    return ('backend: "pytorch"\nmax_batch_size: 4\nsequence_batching { control_input [\n'
+            f'  {{ name: "{start}" control [{{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }}] }},\n'
+            f'  {{ name: "{corrid}" control [{{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid_type} }}] }} ] }}\n'
+            + io('input', [('INPUT__0', 'TYPE_INT32', 1)]) + io('output', [('OUTPUT__0', 'TYPE_INT32', 1)]))
+
+
+def test_sequence_control_inputs_are_forward_arguments_at_their_index(tmp_path):
+    "A sequence model's controls count among forward()'s arguments and are filled in per request (was: 'expects 1 inputs, model provides 3')."
+    write(tmp_path, 'tag', sequence_config(), torch.jit.script(Tagged()))
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        tag = lambda v, **kw: s.infer('tag', {'INPUT__0': np.array([[v]], np.int32)}, sequence_id=7, **kw)['OUTPUT__0'].item()
+        assert [tag(1, sequence_start=True), tag(2), tag(3, sequence_end=True)] == [7101, 7002, 7003]
+
+
+@pytest.mark.parametrize('cfg, error', [
+    (sequence_config('TYPE_UINT32'), "input 'CORRID__2' type 'TYPE_UINT32' is not supported by PyTorch."),   # L0_libtorch_io_types greps it
+    (sequence_config('TYPE_STRING'), "input 'CORRID__2' type 'TYPE_STRING' is not supported by PyTorch."),
+    (sequence_config(start='START'), "input 'START' does not follow <name>__<index> naming convention."),
+    (sequence_config(corrid='CORRID__x'), "input 'CORRID__x' does not follow <name>__<index> naming convention."),
+])
+def test_sequence_controls_are_checked_before_forward_as_the_backend_does(tmp_path, cfg, error):
+    write(tmp_path, 'm', cfg, torch.jit.script(Tagged()))
+    with TritonServer(tmp_path, model_control_mode='explicit', load_models=['m']) as s:
+        failures = s.start()
+        assert 'm' in failures and error in failures['m'], failures

@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FORWARD_ARGUMENT', 'NAMED_INDEX', 'STRICT_CONFIG_ORDERING', 'TORCH_TYPES', 'bool_param', 'int_param',
            'torch_options', 'set_thread_counts', 'naming_convention', 'tensor_positions', 'forward_arguments',
-           'check_config', 'load_module', 'module_outputs', 'PyTorchInstance', 'PyTorchBackend', 'parameter_log_lines']
+           'sequence_controls', 'check_config', 'load_module', 'module_outputs', 'PyTorchInstance', 'PyTorchBackend',
+           'parameter_log_lines']
 
 # %% ../nbs/04e_pytorch_backend.ipynb #5fde82eb
 _INT = re.compile(r'\s*[+-]?\d+')
@@ -121,11 +122,27 @@ def _check_io(cfg:ModelConfig, io, side:str):
         if len(dims) + (cfg.max_batch_size > 0) > 1:
             raise TritonError(f"Triton only supports 1 dimensional List of String as {side} for '{io.name}' for model '{cfg.name}'", 'INTERNAL')
 
+def sequence_controls(cfg:ModelConfig) -> dict:
+    "Control input name -> argument position: the instance constructor's checks, START, END, READY then CORRID."
+    found = {}
+    for kind in (('START', 'END', 'READY', 'CORRID') if cfg.sequence_batching is not None else ()):
+        hit = next(((ci.name, c) for ci in cfg.sequence_batching.control_input for c in ci.control
+                    if c.kind == f'CONTROL_SEQUENCE_{kind}'), None)
+        if hit is None: continue
+        name, c = hit
+        if (index := _named_index(name)) is None:
+            raise TritonError(f"input '{name}' does not follow <name>__<index> naming convention.", 'INTERNAL')
+        if kind == 'CORRID' and c.data_type not in TORCH_TYPES:
+            raise TritonError(f"input '{name}' type '{c.data_type}' is not supported by PyTorch.", 'INTERNAL')
+        found[name] = index
+    return found
+
 def check_config(cfg:ModelConfig, module) -> tuple:
     "(dict input?, input name -> position, output name -> position): the config checked against `module`."
+    controls = sequence_controls(cfg)
     is_dict, args = forward_arguments(module)
-    if not is_dict and len(args) != len(cfg.input):
-        raise TritonError(f"unable to load model '{cfg.name}', configuration expects {len(cfg.input)} inputs, model provides {len(args)}", 'INVALID_ARG')
+    if not is_dict and len(args) != (expected := len(cfg.input) + len(controls)):
+        raise TritonError(f"unable to load model '{cfg.name}', configuration expects {expected} inputs, model provides {len(args)}", 'INVALID_ARG')
     if not cfg.input: raise TritonError('model configuration must contain at least one input, none were specified.', 'INTERNAL')
     if not cfg.output: raise TritonError('model configuration must contain at least one output, none were specified.', 'INTERNAL')
     for io in cfg.input: _check_io(cfg, io, 'input')
@@ -135,7 +152,7 @@ def check_config(cfg:ModelConfig, module) -> tuple:
         log.warning("input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they follow "
                     "the <name>__<index> naming convention. Falling back to enforcing strict ordering from model configuration.", names[-1], cfg.name)
     inputs = {n: i for i, n in enumerate(names)} if is_dict else tensor_positions(names, args)
-    return is_dict, inputs, tensor_positions([o.name for o in cfg.output])
+    return is_dict, {**controls, **inputs}, tensor_positions([o.name for o in cfg.output])
 
 # %% ../nbs/04e_pytorch_backend.ipynb #ab95aa1c
 def _torch():
@@ -198,6 +215,7 @@ class PyTorchInstance(ModelInstance):
         self.module = load_module(path, cfg, args.instance_name, self.opts['inference_mode'])
         self.is_dict, self.input_pos, self.output_pos = check_config(cfg, self.module)
         self.ins, self.outs = {i.name: i for i in cfg.input}, {o.name: o for o in cfg.output}
+        self.controls = [n for n in self.input_pos if n not in self.ins]   # filled in by the sequence batcher
 
     def _batch_size(self, r) -> int:
         return 1 if self.config.max_batch_size == 0 else int(next(iter(r.inputs.values())).shape[0])
@@ -223,11 +241,11 @@ class PyTorchInstance(ModelInstance):
             sizes = [self._batch_size(r) for r in requests]
             if batching and sum(sizes) > cfg.max_batch_size:
                 raise TritonError(f"batch size {sum(sizes)} for '{self.name}', max allowed is {cfg.max_batch_size}", 'INTERNAL')
-            feeds = {}
-            for name, io in self.ins.items():
+            def joined(name):
                 arrays = [r.inputs[name] for r in requests]
-                joined = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-                feeds[name] = _to_torch(self.torch, joined, io)
+                return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+            feeds = {name: _to_torch(self.torch, joined(name), io) for name, io in self.ins.items()}
+            feeds.update({name: self.torch.from_numpy(np.ascontiguousarray(joined(name))) for name in self.controls})
             t1 = time.perf_counter_ns()
             outs = module_outputs(self._forward(feeds))
             t2 = time.perf_counter_ns()
