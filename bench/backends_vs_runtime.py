@@ -7,7 +7,10 @@ made here (no weights committed), the runtime is called directly from `c` thread
 inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread; or tritonclient.grpc,
 one channel per thread, with `--protocols grpc`) for as long. The
 report: calls/s both ways and the server's share (1 - served/direct); the CPU each call cost both ways (this process,
-plus the server's process when served: the client's work is in it) and the server's share of that (1 - direct/served).
+plus the server's process when served: the client's work is in it) and the server's share of that (1 - direct/served);
+and the server's process alone, without the client: its CPU per call against the runtime's own (server/direct - 1),
+the cost the server adds. On 2 cores the client's CPU comes out of the runtime's share too, so the calls/s include
+what tritonclient costs; the last column does not.
 
     python bench/backends_vs_runtime.py                 # every backend found, c = 1 8, 5 s each
     python bench/backends_vs_runtime.py --backends fil onnx --seconds 10
@@ -109,28 +112,29 @@ def setups(names, threads:int=0) -> dict:
     return out
 
 
-def cpu_seconds(pids) -> float:
-    "User + system CPU seconds used so far by this process and the processes `pids` (with their children)."
+def cpu_seconds(pids, own:bool=True) -> float:
+    "User + system CPU seconds used so far by the processes `pids` (with their children), and this one unless `own` is False."
     import psutil
-    procs = [psutil.Process()] + [q for pid in pids for p in [psutil.Process(pid)] for q in [p, *p.children(recursive=True)]]
+    procs = [psutil.Process()] * own + [q for pid in pids for p in [psutil.Process(pid)] for q in [p, *p.children(recursive=True)]]
     return sum(t.user + t.system + t.children_user + t.children_system for t in (p.cpu_times() for p in procs))
 
 
 def rate(fn, c:int, seconds:float, pids=()) -> tuple:
-    """Calls per second of `fn(thread index)` from `c` threads for `seconds`, and the CPU milliseconds each call cost
-    this process and `pids` together: on a machine shared with other work the calls/s follow the share of the cores
-    the scheduler gives (per thread: 8 busy threads get more than 2), the CPU per call much less so."""
+    """Calls per second of `fn(thread index)` from `c` threads for `seconds`, the CPU milliseconds each call cost
+    this process and `pids` together, and `pids` alone (the server without its client; None without `pids`): on a
+    machine shared with other work the calls/s follow the share of the cores the scheduler gives (per thread: 8 busy
+    threads get more than 2), the CPU per call much less so."""
     stop, counts = threading.Event(), [0] * c
     def loop(i):
         call = fn(i)
         while not stop.is_set(): call(); counts[i] += 1
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(c)]
-    cpu = cpu_seconds(pids)
+    cpu, server = cpu_seconds(pids), cpu_seconds(pids, own=False)
     for t in threads: t.start()
     time.sleep(seconds); stop.set()
     for t in threads: t.join()
-    cpu, calls = cpu_seconds(pids) - cpu, sum(counts)
-    return calls / seconds, 1e3 * cpu / max(1, calls)
+    cpu, server, calls = cpu_seconds(pids) - cpu, cpu_seconds(pids, own=False) - server, max(1, sum(counts))
+    return calls / seconds, 1e3 * cpu / calls, (1e3 * server / calls if pids else None)
 
 
 def main():
@@ -144,8 +148,9 @@ def main():
     ap.add_argument('--protocols', nargs='+', default=['http'], choices=('http', 'grpc'), help='how the served calls travel')
     a = ap.parse_args()
     import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
-    rows = ['| backend | served as | c | direct calls/s | served calls/s | server share | direct CPU ms/call | served CPU ms/call (server + client) | server share of CPU |',
-            '|---|---|---|---|---|---|---|---|---|']
+    rows = ['| backend | served as | c | direct calls/s | served calls/s | server share | direct CPU ms/call | served CPU ms/call (server + client) | '
+            'server share of CPU | the server\'s own CPU ms/call | its cost over direct |',
+            '|---|---|---|---|---|---|---|---|---|---|---|']
     batching = 'dynamic_batching { }\n' if a.dynamic_batching else ''
     for name, (cfg, make, direct, input_name, *data) in setups(a.backends, a.threads).items():
         data = data[0] if data else X
@@ -169,9 +174,9 @@ def main():
                         return lambda: c.infer(name, [inp])
                     client(0)()   # warm up, and check it answers
                     for c in a.concurrency:
-                        (d, dcpu), (v, vcpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
+                        (d, dcpu, _), (v, vcpu, scpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
                         rows.append(f'| {name} | {label}, {proto.upper() if proto == "http" else "gRPC"} | {c} | {d:,.0f} | {v:,.0f} | '
-                                    f'{1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} |')
+                                    f'{1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} | {scpu:.2f} | {scpu / dcpu - 1:+.0%} |')
                         print(rows[-1], flush=True)
             finally: s.stop()
     print('\n'.join(rows))
