@@ -12,6 +12,12 @@ import os, time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+def note(folder, text):
+    "Write stopped_after whole (a file renamed into place): the test reads it while the model runs."
+    path = os.path.join(folder, "stopped_after")
+    with open(path + ".tmp", "w") as f: f.write(text)
+    os.replace(path + ".tmp", path)
+
 class TritonPythonModel:
     def initialize(self, args): self.dir = args["model_repository"]
     def execute(self, requests):
@@ -22,13 +28,19 @@ class TritonPythonModel:
                 sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("TOKEN", np.array([n], np.int32))]))
                 n += 1
                 time.sleep(0.005)
-            open(os.path.join(self.dir, "stopped_after"), "w").write(str(n))
+            note(self.dir, str(n))
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 '''
 SLOW = '''
 import os, time
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+def note(folder, text):
+    "Write stopped_after whole (a file renamed into place): the test reads it while the model runs."
+    path = os.path.join(folder, "stopped_after")
+    with open(path + ".tmp", "w") as f: f.write(text)
+    os.replace(path + ".tmp", path)
 
 class TritonPythonModel:
     def initialize(self, args): self.dir = args["model_repository"]
@@ -38,7 +50,7 @@ class TritonPythonModel:
         for r in requests:
             start = time.monotonic()
             while time.monotonic() - start < 20 and not r.is_cancelled(): time.sleep(0.005)
-            open(os.path.join(self.dir, "stopped_after"), "w").write(f"{time.monotonic() - start:.3f}")
+            note(self.dir, f"{time.monotonic() - start:.3f}")
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1], np.int32))]))
         return out
 '''
