@@ -5,6 +5,8 @@ by `wrk`, gRPC (ModelInfer, unary) by `h2load`; each posts the very bytes perf p
     python bench/perf_vs_wrk.py                          # identity, HTTP, triton-mini, c = 1 8, 2 rounds (~2 min)
     python bench/perf_vs_wrk.py --model-ms 1 --servers mini triton --protocols http grpc --perf-flags=--async
                                                          # issue 46's check: a model that takes >= 1 ms, both servers
+    python bench/perf_vs_wrk.py --model-ms 1 --servers mini triton --protocols grpc --perf-grpc grpcio h2
+                                                         # perf's synchronous gRPC client: grpcio's, then its own
 
 `--model-ms N` serves `slow`, generated at run time: identity's config and an echo that sleeps N ms in `execute` (one
 instance), so the server is not the one limit a fast model would make it. The server (triton-mini on bench/repo, or
@@ -74,11 +76,12 @@ def native(server, protocol:str, c:int, seconds:int, work:Path, load:dict) -> di
     return {'rps': r['calls_per_s'], 'p50_us': r.get('p50_us', float('nan')), 'p99_us': r.get('p99_us', float('nan'))}
 
 
-def perf(port:int, protocol:str, model:str, c:int, core:int, work:Path, interval_ms:int, flags:list) -> dict:
+def perf(port:int, protocol:str, model:str, c:int, core:int, work:Path, interval_ms:int, flags:list, grpc_client=None) -> dict:
     out = work / f'perf-{c}.csv'
     cmd = ['taskset', '-c', str(core), sys.executable, '-m', 'triton_mini', 'perf', '-m', model, '-u', f'127.0.0.1:{port}',
            '-i', protocol, '--concurrency-range', str(c), '-p', str(interval_ms), '-f', str(out), '--input-data', 'random', *flags]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, 'TRITON_MINI_PERF_GRPC': grpc_client} if grpc_client else None   # perf's synchronous gRPC client
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode: raise RuntimeError(r.stderr)
     row = next(csv.DictReader(open(out)))
     return {'rps': float(row['Inferences/Second']), 'p50_us': float(row['p50 latency']), 'p99_us': float(row['p99 latency']),
@@ -94,6 +97,8 @@ def main(argv=None):
     p.add_argument('--servers', nargs='+', default=['mini'], choices=('mini', 'triton'))
     p.add_argument('--protocols', nargs='+', default=['http'], choices=('http', 'grpc'))
     p.add_argument('--perf-flags', default='', help="more flags for triton-mini perf, one string: --perf-flags=--async")
+    p.add_argument('--perf-grpc', nargs='+', default=[None], choices=('grpcio', 'h2'),
+                   help="perf's gRPC client (TRITON_MINI_PERF_GRPC), each in turn against the same native run: grpcio h2")
     p.add_argument('--save', action='store_true')
     args = p.parse_args(argv)
     needs = ['taskset'] + ['wrk'] * ('http' in args.protocols) + ['h2load'] * ('grpc' in args.protocols)
@@ -108,7 +113,8 @@ def main(argv=None):
     bench.MINI_GRPC = 'grpc' in args.protocols
     flags = args.perf_flags.split()
     keys = [(s, proto, c) for s in args.servers for proto in args.protocols for c in args.concurrency]
-    res = {(tool, *k): [] for tool in ('native', 'perf') for k in keys}
+    clients = lambda proto: args.perf_grpc if proto == 'grpc' else [None]
+    res = {('native', *k): [] for k in keys} | {('perf', *k, v): [] for k in keys for v in clients(k[1])}
     for rnd in range(args.rounds):
         for kind in args.servers:   # servers take turns each round, as in bench/run.py
             server = bench.Server(kind, work / 'repo', work, core=0)
@@ -118,12 +124,13 @@ def main(argv=None):
                     for c in args.concurrency:
                         native(server, proto, c, 2, work, load)                                   # warm-up
                         res['native', kind, proto, c].append(native(server, proto, c, args.seconds, work, load))
-                        res['perf', kind, proto, c].append(perf(port, proto, model, c, 1, work, args.seconds * 1000 // 2, flags))
-                        n, q = res['native', kind, proto, c][-1], res['perf', kind, proto, c][-1]
-                        print(f'round {rnd + 1} {kind} {proto} c={c}: native {n["rps"]:.0f} req/s p50 {n["p50_us"]:.0f} us; '
-                              f'perf {q["rps"]:.0f} req/s p50 {q["p50_us"]:.0f} us', flush=True)
+                        n = res['native', kind, proto, c][-1]
+                        for v in clients(proto)[::1 if rnd % 2 == 0 else -1]:   # the clients take turns going first
+                            res['perf', kind, proto, c, v].append(q := perf(port, proto, model, c, 1, work, args.seconds * 1000 // 2, flags, v))
+                            print(f'round {rnd + 1} {kind} {proto} c={c}: native {n["rps"]:.0f} req/s p50 {n["p50_us"]:.0f} us; '
+                                  f'perf{" (" + v + ")" if v else ""} {q["rps"]:.0f} req/s p50 {q["p50_us"]:.0f} us', flush=True)
             finally: server.stop()
-    med = lambda tool, k, key: statistics.median(r[key] for r in res[(tool, *k)])
+    med = lambda k, key: statistics.median(r[key] for r in res[k])
     names = {'mini': 'triton-mini', 'triton': 'real Triton 2.51'}
     tools = {'http': 'wrk', 'grpc': 'h2load'}
     what = f'`slow` (identity sleeping {args.model_ms:g} ms, one instance)' if args.model_ms else '`identity` (FP32 [1,16] echoed)'
@@ -135,11 +142,11 @@ def main(argv=None):
              'Medians over rounds; `perf / native` within 0.85-1.15 is issue 46\'s criterion.', '',
              '| server | protocol | c | native req/s | perf req/s | perf / native | native p50 us | perf p50 us | perf / native | native p99 us | perf p99 us |',
              '|---|---|---|---|---|---|---|---|---|---|---|']
-    for k in keys:
-        w, q = ({key: med(tool, k, key) for key in ('rps', 'p50_us', 'p99_us')} for tool in ('native', 'perf'))
-        lines.append(f"| {names[k[0]]} | {k[1]} ({tools[k[1]]}) | {k[2]} | {w['rps']:.0f} | {q['rps']:.0f} | {q['rps'] / w['rps']:.2f} | "
+    for k, v in ((k, v) for k in keys for v in clients(k[1])):
+        w, q = ({key: med(rk, key) for key in ('rps', 'p50_us', 'p99_us')} for rk in (('native', *k), ('perf', *k, v)))
+        lines.append(f"| {names[k[0]]} | {k[1]} ({tools[k[1]]}{', perf ' + v if v else ''}) | {k[2]} | {w['rps']:.0f} | {q['rps']:.0f} | {q['rps'] / w['rps']:.2f} | "
                      f"{w['p50_us']:.0f} | {q['p50_us']:.0f} | {q['p50_us'] / w['p50_us']:.2f} | {w['p99_us']:.0f} | {q['p99_us']:.0f} |")
-    unstable = [k for k in keys if not all(r['stable'] for r in res[('perf', *k)])]
+    unstable = [k[1:] for k in res if k[0] == 'perf' and not all(r['stable'] for r in res[k])]
     if unstable: lines += ['', f'perf did not reach stability (10%) in some rounds at: {unstable}.']
     text = '\n'.join(lines) + '\n'
     print(text)

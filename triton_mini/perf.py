@@ -4,22 +4,27 @@
 
 # %% ../nbs/10b_perf.ipynb #5cb9c0d6
 from __future__ import annotations
-import argparse, asyncio, csv, io, json, math, multiprocessing, os, socket, sys, threading, time
+import argparse, asyncio, csv, io, json, math, multiprocessing, os, socket, sys, threading, time, urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hpack
 import numpy as np
 import psutil
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CLIENT_SATURATED', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS', 'PerfError',
-           'build_parser', 'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic', 'data_steps',
-           'step_tensor', 'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'wire_request', 'grpc_caller',
-           'worker_split', 'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller',
-           'stream_request', 'async_stream_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge',
-           'in_window', 'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect',
-           'model_info', 'stats_reader', 'run', 'measure', 'first_request', 'main', 'region_name', 'output_bytes',
+__all__ = ['GRPC_CLIENT_ENV', 'H2_PREFACE', 'H2_DATA', 'H2_HEADERS', 'H2_RST_STREAM', 'H2_SETTINGS', 'H2_PUSH_PROMISE', 'H2_PING',
+           'H2_GOAWAY', 'H2_WINDOW_UPDATE', 'H2_CONTINUATION', 'H2_END_STREAM', 'H2_ACK', 'H2_END_HEADERS', 'H2_PADDED',
+           'H2_PRIORITY', 'H2_STREAM_WINDOW', 'H2_CONN_WINDOW', 'H2_MAX_FRAME', 'H2_MAX_HEADERS', 'H2_TIMEOUT',
+           'THREADS_PER_WORKER', 'STABILITY_WINDOW', 'CLIENT_SATURATED', 'CSV_COLUMNS', 'VERBOSE_CSV_COLUMNS',
+           'PerfError', 'build_parser', 'parse_range', 'parse_shapes', 'parse_args', 'input_shapes', 'synthetic',
+           'data_steps', 'step_tensor', 'http_request', 'grpc_request', 'tensor_bytes', 'http_caller', 'wire_request',
+           'grpc_caller', 'h2_frame', 'grpc_head', 'GrpcH2', 'grpc_h2_caller', 'sync_caller', 'worker_split',
+           'split_load', 'LoadSpec', 'LoadGenerator', 'async_http_caller', 'async_grpc_caller', 'stream_request',
+           'async_stream_caller', 'max_in_flight', 'server_counters', 'delta', 'Window', 'merge', 'in_window',
+           'is_stable', 'Level', 'measure_level', 'settings_report', 'summary', 'write_csv', 'connect', 'model_info',
+           'stats_reader', 'run', 'measure', 'first_request', 'main', 'region_name', 'output_bytes',
            'SystemSharedMemory', 'shm_regions']
 
 # %% ../nbs/10b_perf.ipynb #4dab31f4
@@ -279,6 +284,228 @@ def _error_text(data:bytes, default:str) -> str:
     try: return json.loads(data)['error']
     except Exception: return default
 
+# %% ../nbs/10b_perf.ipynb #b739e625
+GRPC_CLIENT_ENV = 'TRITON_MINI_PERF_GRPC'   # 'h2' (the default): perf's own HTTP/2 client; 'grpcio': the grpc package
+H2_PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
+H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS, H2_PUSH_PROMISE, H2_PING, H2_GOAWAY, H2_WINDOW_UPDATE, H2_CONTINUATION = 0, 1, 3, 4, 5, 6, 7, 8, 9
+H2_END_STREAM, H2_ACK, H2_END_HEADERS, H2_PADDED, H2_PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
+H2_STREAM_WINDOW = 2**31 - 1   # what the server may send on one call before hearing from us: any response, at once
+H2_CONN_WINDOW = 1 << 30       # the connection's, topped up once half of it is spent
+H2_MAX_FRAME = 1 << 20         # the largest frame we take; a longer one is garbage, not something to wait for
+H2_MAX_HEADERS = 1 << 16       # the largest header block (HEADERS + CONTINUATIONs) we take
+H2_TIMEOUT = 60.0              # seconds a read may wait, as the HTTP client's socket: a silent server is an error, not a hang
+
+def h2_frame(kind:int, flags:int, sid:int, payload=b'') -> bytes:
+    "One HTTP/2 frame: its 9-byte header (length, type, flags, stream id) and payload."
+    return len(payload).to_bytes(3, 'big') + bytes((kind, flags)) + sid.to_bytes(4, 'big') + payload
+
+def _hpack_int(value:int, bits:int) -> bytes:
+    "HPACK's integer with a `bits`-bit prefix (RFC 7541 5.1)."
+    limit = (1 << bits) - 1
+    if value < limit: return bytes((value,))
+    out, value = bytearray((limit,)), value - limit
+    while value >= 128: out.append(value & 127 | 128); value >>= 7
+    return bytes(out + bytes((value,)))
+
+def _hpack_literal(index:int, value:bytes) -> bytes:
+    "A field 'literal without indexing', named by a static-table index, no Huffman (RFC 7541 6.2.2): no table state."
+    return _hpack_int(index, 4) + _hpack_int(len(value), 7) + value
+
+def grpc_head(url:str, path:str='/inference.GRPCInferenceService/ModelInfer') -> bytes:
+    "A unary call's HPACK block: :method POST and :scheme http (static 3 and 6), :path, :authority, content-type, te."
+    return (b'\x83\x86' + _hpack_literal(4, path.encode()) + _hpack_literal(1, url.encode())
+            + _hpack_literal(31, b'application/grpc') + b'\x00\x02te\x08trailers')
+
+# %% ../nbs/10b_perf.ipynb #0471cfbd
+class GrpcH2:
+    "A client HTTP/2 connection carrying one unary gRPC call at a time: what a synchronous perf sender needs."
+    def __init__(self, url:str, timeout:float=H2_TIMEOUT):
+        host, _, port = url.rpartition(':')
+        try: self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        except OSError as e: raise PerfError(f'cannot connect to the server at {url} ({e.strerror or e})') from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.url, self.f, self.head = url, self.sock.makefile('rb'), grpc_head(url)
+        self.decoder, self.blocks = hpack.Decoder(), {}         # HPACK state is the connection's; decoded blocks kept
+        self.decoder.max_header_list_size = H2_MAX_HEADERS
+        self.sid, self.spent, self.settled = -1, False, False   # last stream id; no new calls (GOAWAY); server's SETTINGS seen
+        self.window, self.initial, self.stream_window, self.frame_size = 65535, 65535, 65535, 16384   # HTTP/2's defaults
+        self.unacked = 0                                        # bytes received since our last connection WINDOW_UPDATE
+        settings = b''.join(k.to_bytes(2, 'big') + v.to_bytes(4, 'big') for k, v in
+                            ((2, 0), (4, H2_STREAM_WINDOW), (5, H2_MAX_FRAME), (6, H2_MAX_HEADERS)))
+        self._send(H2_PREFACE + h2_frame(H2_SETTINGS, 0, 0, settings)
+                   + h2_frame(H2_WINDOW_UPDATE, 0, 0, (H2_CONN_WINDOW - 65535).to_bytes(4, 'big')))
+
+    def close(self):
+        self.spent = True
+        try: self.sock.close()
+        except OSError: pass
+
+    def _send(self, data):
+        try: self.sock.sendall(data)
+        except OSError as e: raise PerfError(f'the connection to the server failed ({e.strerror or e})') from None
+
+    def _read(self, n:int) -> bytes:
+        try: data = self.f.read(n)
+        except TimeoutError: raise PerfError(f'the server sent nothing for {self.sock.gettimeout():g} s') from None
+        except OSError as e: raise PerfError(f'the connection to the server failed ({e.strerror or e})') from None
+        if len(data) < n: raise PerfError('the server closed the connection')
+        return data
+
+# %% ../nbs/10b_perf.ipynb #2e89e7a0
+@patch
+def send(self:GrpcH2, message:bytes) -> float:
+    "Start a call: HEADERS, then the framed message as DATA, as the server's windows allow; when it was all sent."
+    self.sid += 2
+    if self.sid >= 2**31 - 3: self.spent = True                     # the last stream ids: the next call reconnects
+    sid, self.stream_window = self.sid, self.initial
+    self.body, self.fields, self.trailers, self.ended = [], None, None, False
+    if len(message) <= min(self.frame_size, self.window, self.stream_window):     # the usual case: one write
+        self._send(h2_frame(H2_HEADERS, H2_END_HEADERS, sid, self.head) + h2_frame(H2_DATA, H2_END_STREAM, sid, message))
+        self.window -= len(message); self.stream_window -= len(message)
+        return time.perf_counter()
+    self._send(h2_frame(H2_HEADERS, H2_END_HEADERS, sid, self.head))
+    view, at = memoryview(message), 0
+    while at < len(message) and not self.ended:      # the server may answer (an error) before it has read it all
+        n = min(len(message) - at, self.frame_size, self.window, self.stream_window)
+        if n <= 0: self.read_frame(); continue       # wait for a WINDOW_UPDATE or SETTINGS
+        end = H2_END_STREAM if at + n == len(message) else 0
+        self._send(n.to_bytes(3, 'big') + bytes((H2_DATA, end)) + sid.to_bytes(4, 'big'))
+        self._send(view[at:at + n])
+        at += n; self.window -= n; self.stream_window -= n
+    return time.perf_counter()
+
+@patch
+def receive(self:GrpcH2) -> bytes:
+    "The call's response message once its trailers came; PerfError with the server's grpc-message if the call failed."
+    while not self.ended: self.read_frame()
+    if self.fields.get(':status') != '200': raise PerfError(f'the server answered the call with HTTP status {self.fields.get(":status")}')
+    code = self.trailers.get('grpc-status')
+    if code is None: raise PerfError('the server ended the call without a grpc-status')
+    if code != '0': raise PerfError(urllib.parse.unquote(self.trailers.get('grpc-message', '')) or f'gRPC status {code}')
+    body = b''.join(self.body)
+    if len(body) < 5 or len(body) != 5 + int.from_bytes(body[1:5], 'big'):
+        raise PerfError(f'the server sent {len(body)} bytes of response, not one gRPC message')
+    if body[0]: raise PerfError('the server compressed the response, which perf did not ask for')
+    return body[5:]
+
+# %% ../nbs/10b_perf.ipynb #005d472f
+@patch
+def read_frame(self:GrpcH2):
+    "Read one frame from the server and act on it."
+    head = self._read(9)
+    length, kind, flags, sid = int.from_bytes(head[:3], 'big'), head[3], head[4], int.from_bytes(head[5:], 'big') & 0x7fffffff
+    if not self.settled and kind != H2_SETTINGS:      # a server's first frame is its SETTINGS (RFC 9113 3.4)
+        raise PerfError(f'the server at {self.url} did not answer in HTTP/2: is it a gRPC port?')
+    if length > H2_MAX_FRAME: raise PerfError(f'the server sent a frame of {length} bytes (at most {H2_MAX_FRAME} were allowed)')
+    payload = self._read(length)
+    if kind == H2_DATA: self.on_data(sid, flags, payload, length)
+    elif kind == H2_HEADERS: self.on_headers(sid, flags, payload)
+    elif kind == H2_SETTINGS: self.on_settings(flags, payload)
+    elif kind == H2_WINDOW_UPDATE: self.on_window_update(sid, payload)
+    elif kind == H2_PING and not flags & H2_ACK: self._send(h2_frame(H2_PING, H2_ACK, 0, payload))
+    elif kind == H2_RST_STREAM and sid == self.sid:
+        raise PerfError(f'the server reset the call (RST_STREAM, HTTP/2 error code {int.from_bytes(payload[:4], "big")})')
+    elif kind == H2_GOAWAY: self.on_goaway(payload)
+    elif kind in (H2_PUSH_PROMISE, H2_CONTINUATION): raise PerfError(f'the server sent an HTTP/2 frame out of place (type {kind})')
+
+@patch
+def on_data(self:GrpcH2, sid:int, flags:int, payload:bytes, length:int):
+    "Keep the call's bytes; give the connection's window back once half of it is spent (a stream's never runs out)."
+    self.unacked += length
+    if self.unacked >= H2_CONN_WINDOW // 2:
+        self._send(h2_frame(H2_WINDOW_UPDATE, 0, 0, self.unacked.to_bytes(4, 'big'))); self.unacked = 0
+    if sid != self.sid or self.ended: return
+    if self.fields is None: raise PerfError('the server sent response data before its headers')
+    self.body.append(_unpad(flags, payload))
+    if flags & H2_END_STREAM: raise PerfError('the server ended the call without trailers (no grpc-status)')
+
+@patch
+def on_headers(self:GrpcH2, sid:int, flags:int, payload:bytes):
+    "A header block with its CONTINUATIONs: the response's headers, or its trailers (END_STREAM)."
+    block, end = _unpad(flags, payload), flags & H2_END_STREAM
+    if flags & H2_PRIORITY: block = block[5:]
+    while not flags & H2_END_HEADERS:
+        head = self._read(9)
+        length, kind, flags = int.from_bytes(head[:3], 'big'), head[3], head[4]
+        if kind != H2_CONTINUATION or int.from_bytes(head[5:], 'big') & 0x7fffffff != sid:
+            raise PerfError('the server interrupted a header block (HTTP/2 protocol error)')
+        if len(block) + length > H2_MAX_HEADERS: raise PerfError(f'the server sent a header block of more than {H2_MAX_HEADERS} bytes')
+        block += self._read(length)
+    fields = self.decode(block)
+    if sid != self.sid or self.ended: return
+    if self.fields is None: self.fields = fields
+    if end: self.trailers, self.ended = fields, True       # the trailers, or a trailers-only response (an error)
+
+@patch
+def decode(self:GrpcH2, block:bytes) -> dict:
+    "The fields of a header block; kept while HPACK's table does not change."
+    fields = self.blocks.get(block)
+    if fields is not None: return fields
+    if len(block) > H2_MAX_HEADERS: raise PerfError(f'the server sent a header block of more than {H2_MAX_HEADERS} bytes')
+    table = self.decoder.header_table.dynamic_entries
+    before = tuple(table)
+    try: fields = dict(self.decoder.decode(block))
+    except hpack.HPACKError as e: raise PerfError(f'the server sent a header block that does not decode ({type(e).__name__})') from None
+    if tuple(table) != before: self.blocks.clear()
+    elif len(self.blocks) < 64: self.blocks[block] = fields
+    return fields
+
+def _unpad(flags:int, payload:bytes) -> bytes:
+    if not flags & H2_PADDED: return payload
+    if not payload or payload[0] >= len(payload): raise PerfError('the server sent a frame with bad padding')
+    return payload[1:len(payload) - payload[0]]
+
+# %% ../nbs/10b_perf.ipynb #bbe54b5c
+@patch
+def on_settings(self:GrpcH2, flags:int, payload:bytes):
+    "The server's settings: its initial stream window and largest frame bound what we send. Acknowledged."
+    if flags & H2_ACK: return
+    if len(payload) % 6: raise PerfError('the server sent a malformed SETTINGS frame')
+    for at in range(0, len(payload), 6):
+        key, value = int.from_bytes(payload[at:at + 2], 'big'), int.from_bytes(payload[at + 2:at + 6], 'big')
+        if key == 4:
+            if value > 2**31 - 1: raise PerfError('the server sent an initial window past 2^31-1 (HTTP/2 flow-control error)')
+            self.stream_window += value - self.initial; self.initial = value
+        elif key == 5:
+            if not 16384 <= value < 1 << 24: raise PerfError(f'the server sent a bad SETTINGS_MAX_FRAME_SIZE ({value})')
+            self.frame_size = value
+    self.settled = True
+    self._send(h2_frame(H2_SETTINGS, H2_ACK, 0))
+
+@patch
+def on_window_update(self:GrpcH2, sid:int, payload:bytes):
+    "More room to send, on the connection (stream 0) or on our call's stream."
+    increment = int.from_bytes(payload[:4], 'big') & 0x7fffffff
+    if sid == 0: self.window += increment
+    elif sid == self.sid: self.stream_window += increment
+
+# %% ../nbs/10b_perf.ipynb #b19e320c
+def grpc_h2_caller(url:str, timeout:float=H2_TIMEOUT):
+    "A function sending one serialized ModelInferRequest on this thread's own HTTP/2 connection; its 4 timestamps."
+    from tritonclient.grpc import service_pb2
+    conn, wires = [None], {}
+    def call(req):
+        wire = wires.get(id(req))
+        if wire is None or wire[0] is not req:        # gRPC's prefix: not compressed, then the length
+            wire = wires[id(req)] = (req, b'\x00' + len(req).to_bytes(4, 'big') + req)
+        if conn[0] is not None and conn[0].spent: conn[0].close(); conn[0] = None   # GOAWAY, or out of stream ids
+        if conn[0] is None: conn[0] = GrpcH2(url, timeout)
+        c = conn[0]
+        t0 = time.perf_counter()
+        try: t1 = c.send(wire[1]); raw = c.receive()
+        except BaseException: c.close(); conn[0] = None; raise     # the next call starts on a new connection
+        t2 = time.perf_counter()
+        service_pb2.ModelInferResponse.FromString(raw)
+        return t0, t1, t2, time.perf_counter(), 1
+    return call
+
+def sync_caller(protocol:str):
+    "The synchronous caller factory for `protocol`; for gRPC perf's own HTTP/2 one unless TRITON_MINI_PERF_GRPC=grpcio."
+    if protocol == 'http': return http_caller
+    choice = os.environ.get(GRPC_CLIENT_ENV, 'h2')
+    if choice not in ('h2', 'grpcio'): raise PerfError(f'{GRPC_CLIENT_ENV} must be h2 or grpcio, not {choice!r}')
+    return grpc_h2_caller if choice == 'h2' else grpc_caller
+
 # %% ../nbs/10b_perf.ipynb #01f4526a
 THREADS_PER_WORKER = 4
 
@@ -310,7 +537,7 @@ def _worker(spec:LoadSpec, conn, index:int, workers:int, threads:int):
     conn.send('ready')
     spec.start = conn.recv()                              # the common start of the request-rate schedule
     def sender():
-        call = (http_caller if spec.protocol == 'http' else grpc_caller)(spec.url)
+        call = sync_caller(spec.protocol)(spec.url)
         i = index
         while not stop.is_set():
             if spec.rate:
@@ -767,7 +994,7 @@ def measure(args, spec:LoadSpec, stats, log=print) -> list:
 
 def first_request(spec:LoadSpec):
     "Send the first prepared request the way the load will (a decoupled model answers only on a stream)."
-    if not spec.streaming: return (http_caller if spec.protocol == 'http' else grpc_caller)(spec.url)(spec.requests[0])
+    if not spec.streaming: return sync_caller(spec.protocol)(spec.url)(spec.requests[0])
     async def once():
         call = await async_stream_caller(spec.url)
         try: return await call(spec.requests[0])
@@ -836,6 +1063,16 @@ def shm_regions(mem:SystemSharedMemory, steps:list, meta:dict, max_batch_size:in
         dims = [int(d) for d in o['shape']][1 if max_batch_size > 0 else 0:]
         outputs[o['name']] = mem.add(region_name(o['name']), output_bytes(o['datatype'], dims, args.output_shared_memory_size) * args.batch_size)
     return inputs, outputs
+
+# %% ../nbs/10b_perf.ipynb #c97aa419
+@patch
+def on_goaway(self:GrpcH2, payload:bytes):
+    "The server closes the connection: a call it did not take, or any error code, fails; a call it took may finish."
+    self.spent = True
+    last, code = int.from_bytes(payload[:4], 'big') & 0x7fffffff, int.from_bytes(payload[4:8], 'big')
+    if code or (self.sid > last and not self.ended):
+        debug = payload[8:].decode('utf-8', 'replace')
+        raise PerfError(f'the server closed the connection (GOAWAY, HTTP/2 error code {code}{": " + debug if debug else ""})')
 
 # %% ../nbs/10b_perf.ipynb #08022590
 if __name__ == '__main__' and sys.argv[0].endswith('perf.py'): sys.exit(main())
