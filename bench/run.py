@@ -100,18 +100,22 @@ def descendants(pid:int) -> list:
         q = todo.pop(); out.append(q); todo += children.get(q, [])
     return out
 
-def pin_tree(pid:int, core:int) -> tuple:
-    "Pin every thread of every process in the tree to `core` (they inherit it from taskset; this makes sure)."
+def pin_tree(pid:int, core) -> tuple:
+    "Pin every thread of every process in the tree to `core`, a core or a list like '0,1' (inherited from taskset; this makes sure)."
     procs = threads = 0
     for p in descendants(pid):
         procs += 1
         for t in Path(f'/proc/{p}/task').glob('*'):
-            try: os.sched_setaffinity(int(t.name), {core}); threads += 1
+            try: os.sched_setaffinity(int(t.name), cpu_set(core)); threads += 1
             except OSError: pass
     return procs, threads
 
+def cpu_set(core) -> set:
+    "'0' or '0,1' (or an int) as a set of cores."
+    return {int(c) for c in str(core).split(',')}
+
 class Server:
-    def __init__(self, kind:str, repo:Path, workdir:Path, core:int):
+    def __init__(self, kind:str, repo:Path, workdir:Path, core):
         self.kind, self.port = kind, free_port()
         metrics, grpc = free_port(), free_port()
         self.grpc_port = grpc
@@ -439,7 +443,7 @@ def main(argv=None):
     p.add_argument('--rounds', type=int, default=3)
     p.add_argument('--duration', type=int, default=10, help='seconds per measurement')
     p.add_argument('--warmup', type=int, default=3, help='seconds of load after each start, not measured')
-    p.add_argument('--server-core', type=int, default=0)
+    p.add_argument('--server-core', default='0', help="the core the server's whole tree is pinned to, or a list ('0,1': a laptop's freedom, the stub beside the server)")
     p.add_argument('--client-core', type=int, default=1)
     p.add_argument('--profile', type=int, default=0, metavar='SECONDS', help='then py-spy triton-mini for this long at --profile-concurrency')
     p.add_argument('--profile-concurrency', type=int, default=8, metavar='C', help="wrk's connections while profiling (default 8)")
