@@ -17,7 +17,7 @@ from fastcore.basics import patch
 from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, format_shape, np_dtype, wire_from_numpy,
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
-from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop, output_bytes,
+from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop,
                                 OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
 from .shared_memory import Placement
 from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
@@ -29,9 +29,9 @@ from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'StandIn', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'InferStream',
-           'StreamRequest', 'grpc_error_mode', 'serve', 'service_methods', 'inference_service', 'serve_h2',
-           'GRPCService']
+__all__ = ['log', 'StandIn', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'decode_work',
+           'encode_work', 'InferStream', 'StreamRequest', 'grpc_error_mode', 'serve', 'service_methods',
+           'inference_service', 'serve_h2', 'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
@@ -131,6 +131,17 @@ class GRPCFrontend(GRPCExtensions, pb_grpc.GRPCInferenceServiceServicer):
     def __repr__(self): return f'GRPCFrontend({self.server!r})'
 
 # %% ../nbs/08a_grpc.ipynb #96f6895a
+def decode_work(request) -> int:
+    "The bytes `decode_infer_request` works through: raw fixed-size tensors count 1/16 (wrapped, not parsed)."
+    raw = sum(len(b) for b in request.raw_input_contents)
+    if not raw or any(i.datatype == 'BYTES' for i in request.inputs): return request.ByteSize()
+    return request.ByteSize() - raw + raw // 16
+
+def encode_work(resp:InferenceResponse) -> int:
+    "Like `output_bytes`, with a fixed-size output counted at 1/16: `encode_infer_response` only copies it."
+    return sum(a.nbytes // 16 if a.dtype != object else a.nbytes for a in resp.outputs.values() if isinstance(a, np.ndarray))
+
+# %% ../nbs/08a_grpc.ipynb #7fc22709
 @patch
 @rpc('inference')
 async def ModelInfer(self:GRPCFrontend, request, context):
@@ -138,7 +149,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    req, classes, _ = await off_loop(request.ByteSize(), decode_infer_request, request, m, version, self.forwarded_headers(context),
+    req, classes, _ = await off_loop(decode_work(request), decode_infer_request, request, m, version, self.forwarded_headers(context),
                                      self.server.shared_memory)
     trace = self.server.begin_trace(req, 'GRPC', received)   # None unless tracing is on and samples this request (07b)
     m, fut = self.server.submit_future(req)
@@ -153,7 +164,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
         if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
         self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
         if self.infer_compression is not None: context.set_compression(self.infer_compression)
-        return await off_loop(output_bytes(resp), encode_infer_response, req, resp, m, classes)
+        return await off_loop(encode_work(resp), encode_infer_response, req, resp, m, classes)
     finally:
         if trace: trace.sent(sending)
 
