@@ -26,6 +26,11 @@ Adaptations, each one named where it happens:
   judged from the report in the server's log.
 - io: test.sh's servers whose every case needs a GPU (NEEDS_GPU) are not started; ensemble: its `TEST_WINDOWS == 0`
   part (ensemble_gpu over ${DATADIR}'s libtorch model on KIND_GPU) is left out of the repository (`arrange_ensemble`).
+- python_test: init_args' config gets $TRITON_DIR, and its server that variable, as the folder holding qa/ (the
+  container's /opt/tritonserver); its servers run with their own 1 GiB /dev/shm (`in_private_shm`: a mount namespace,
+  where the machine allows one), the container's `--shm-size`.
+- examples: python_backend's examples/ at r24.10 stand for test.sh's clone; jax (JAX's CUDA build downloaded) and
+  instance_kind (resnet50 weights downloaded by torch.hub) are left out of the repository (EXAMPLES_LEFT_OUT).
 - The square_int32 model comes from python_backend's `examples/decoupled` at branch r24.10 (test.sh clones it with
   `$PYTHON_BACKEND_REPO_TAG`), from `$TRITON_PYTHON_BACKEND_REPO` or the mirror next to the server's.
 """
@@ -357,7 +362,14 @@ NEEDS_GPU = {'decoupled': {'DecoupledTest::test_decoupled_bls':
                                                        'response is sent and the client waits forever'},
              'ensemble': {'EnsembleTest::test_ensemble_gpu':
                           "needs a GPU and the QA data folder's libtorch_float32_float32_float32 (NVIDIA-internal "
-                          '${DATADIR}), the KIND_GPU model ensemble_gpu runs; test.sh leaves both out without GPU tensors'}}
+                          '${DATADIR}), the KIND_GPU model ensemble_gpu runs; test.sh leaves both out without GPU tensors'},
+             # python_test.py defines its two CUDA cases only when TEST_JETSON is 0 (CLIENT_ENV sets it to 1)
+             'python_test': {'PythonTest::test_gpu_tensor_error': 'needs a GPU: it registers CUDA shared memory for its '
+                                                                 'output (tritonclient.utils.cuda_shared_memory)',
+                             'PythonTest::test_dlpack_tensor_error': 'needs a GPU: it registers CUDA shared memory for its '
+                                                                    'input and output',
+                             'add_sub_gpu': 'needs a GPU: add_sub_gpu has a KIND_GPU instance group, which cannot load '
+                                            'without one (as io\'s variable_gpu_output: "failed to load all models")'}}
 
 
 def oracle_with_torch():
@@ -412,3 +424,140 @@ def default_ports():
         fcntl.flock(f, fcntl.LOCK_EX)
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------- L0_backend_python/test.sh itself
+def top_models(qa:Path) -> Path:
+    "The top-level test.sh's repository: L0_backend_python/models (MODELDIR is L0_backend_python)."
+    models = qa / 'L0_backend_python' / 'models'
+    shutil.rmtree(models, ignore_errors=True)
+    return models
+
+
+def clone_model(models:Path, source:str, name:str):
+    "`cp -r models/SOURCE models/NAME` and `sed -i s/^name:.*/name: \"NAME\"/` of its config."
+    shutil.copytree(models / source, models / name)
+    sed(models / name / 'config.pbtxt', r'^name:.*', f'name: "{name}"')
+
+
+def arrange_python_test(qa:Path) -> Path:
+    """test.sh's first repository, for python_test.py: identity_fp32 cloned under other data types (sed on the config),
+    default_model_name (model.py moved to mymodel.py), and the QA models its client asks for. init_args' config gets
+    `TRITON_DIR_PATH` replaced by $TRITON_DIR, which the caller makes the folder holding qa/ (as /opt/tritonserver
+    holds it in the container): the model checks its repository path against `$TRITON_DIR/qa/L0_backend_python/models`."""
+    models = top_models(qa)
+    for name in ('identity_fp32', 'identity_bf16'): cp_model(qa, models, name)
+    clone_model(models, 'identity_fp32', 'identity_uint8')
+    config = models / 'identity_uint8' / 'config.pbtxt'
+    sed(config, 'TYPE_FP32', 'TYPE_UINT8')
+    sed(config, r'^max_batch_size:.*', 'max_batch_size: 8')
+    append(config, 'dynamic_batching { preferred_batch_size: [8], max_queue_delay_microseconds: 12000000 }')
+    clone_model(models, 'identity_fp32', 'identity_uint8_nobatch')
+    sed(models / 'identity_uint8_nobatch' / 'config.pbtxt', 'TYPE_FP32', 'TYPE_UINT8')
+    sed(models / 'identity_uint8_nobatch' / 'config.pbtxt', r'^max_batch_size:.*', '')
+    for name, dtype in (('identity_uint32', 'TYPE_UINT32'), ('identity_bool', 'TYPE_BOOL')):
+        clone_model(models, 'identity_fp32', name)
+        sed(models / name / 'config.pbtxt', 'TYPE_FP32', dtype)
+    clone_model(models, 'identity_fp32', 'default_model_name')
+    (models / 'default_model_name' / '1' / 'model.py').rename(models / 'default_model_name' / '1' / 'mymodel.py')
+    append(models / 'default_model_name' / 'config.pbtxt', 'default_model_filename: "mymodel.py"')
+    for name in ('pytorch_fp32_fp32', 'delayed_model', 'init_args', 'optional', 'non_contiguous', 'string', 'string_fixed',
+                 'dlpack_identity'):
+        cp_model(qa, models, name)
+    sed(models / 'pytorch_fp32_fp32' / 'config.pbtxt', r'^name:.*', 'name: "pytorch_fp32_fp32"')
+    sed(models / 'init_args' / 'config.pbtxt', 'TRITON_DIR_PATH', str(qa.parent))
+    return models
+
+
+def arrange_multi_file(qa:Path) -> Path:
+    "test.sh's multi-file model: every .py of python_models/multi_file, with identity_fp32's config renamed."
+    models = top_models(qa)
+    (models / 'multi_file' / '1').mkdir(parents=True)
+    for py in (qa / 'python_models' / 'multi_file').glob('*.py'): shutil.copy(py, models / 'multi_file' / '1')
+    shutil.copy(qa / 'python_models' / 'identity_fp32' / 'config.pbtxt', models / 'multi_file')
+    sed(models / 'multi_file' / 'config.pbtxt', r'^name:.*', 'name: "multi_file"')
+    return models
+
+
+def arrange_top_single(name:str):
+    "test.sh's later servers: `rm -rf models/` and one QA model alone (model_env, identity_fp32, init_exit)."
+    def arrange(qa:Path) -> Path:
+        models = top_models(qa)
+        cp_model(qa, models, name)
+        return models
+    arrange.__name__ = f'arrange_top_{name}'
+    return arrange
+
+
+# --------------------------------------------------------------------------------------- examples/test.sh
+# Its examples in order: (case, [(example file, model folder/file)], the client's argv). Each adds its models to the one
+# repository (test.sh never empties it) and starts a server on all of them; from auto_complete on, the servers get
+# --strict-model-config=false. Left out (EXAMPLES_LEFT_OUT): jax and instance_kind.
+EXAMPLES = [
+    ('add_sub', [('add_sub/model.py', 'add_sub/1/model.py'), ('add_sub/config.pbtxt', 'add_sub/config.pbtxt')],
+     ['examples/add_sub/client.py']),
+    ('pytorch', [('pytorch/model.py', 'pytorch/1/model.py'), ('pytorch/config.pbtxt', 'pytorch/config.pbtxt')],
+     ['examples/pytorch/client.py']),
+    ('bls_sync', [('bls/sync_model.py', 'bls_sync/1/model.py'), ('bls/sync_config.pbtxt', 'bls_sync/config.pbtxt')],
+     ['examples/bls/sync_client.py']),
+    ('repeat_int32', [('decoupled/repeat_model.py', 'repeat_int32/1/model.py'),
+                      ('decoupled/repeat_config.pbtxt', 'repeat_int32/config.pbtxt')], ['examples/decoupled/repeat_client.py']),
+    ('square_int32', [('decoupled/square_model.py', 'square_int32/1/model.py'),
+                      ('decoupled/square_config.pbtxt', 'square_int32/config.pbtxt')], ['examples/decoupled/square_client.py']),
+    ('bls_async', [('bls/async_model.py', 'bls_async/1/model.py'), ('bls/async_config.pbtxt', 'bls_async/config.pbtxt')],
+     ['examples/bls/async_client.py']),
+    ('auto_complete', [('auto_complete/nobatch_model.py', 'nobatch_auto_complete/1/model.py'),
+                       ('auto_complete/batch_model.py', 'batch_auto_complete/1/model.py')], ['examples/auto_complete/client.py']),
+    ('bls_decoupled_sync', [('bls_decoupled/sync_model.py', 'bls_decoupled_sync/1/model.py'),
+                            ('bls_decoupled/sync_config.pbtxt', 'bls_decoupled_sync/config.pbtxt')],
+     ['examples/bls_decoupled/sync_client.py']),
+    ('bls_decoupled_async', [('bls_decoupled/async_model.py', 'bls_decoupled_async/1/model.py'),
+                             ('bls_decoupled/async_config.pbtxt', 'bls_decoupled_async/config.pbtxt')],
+     ['examples/bls_decoupled/async_client.py']),
+    ('custom_metrics', [('custom_metrics/model.py', 'custom_metrics/1/model.py'),
+                        ('custom_metrics/config.pbtxt', 'custom_metrics/config.pbtxt')], ['examples/custom_metrics/client.py']),
+]
+EXAMPLES_LEFT_OUT = {
+    'jax': 'needs JAX, which test.sh installs as jax[cuda12_local] from storage.googleapis.com (a network download of a '
+           'CUDA build); no JAX is installed here',
+    'instance_kind': "needs a network download: its resnet50 model fetches weights with torch.hub.load (and "
+                     "torchvision, which is not installed); left out of the repository, which every later server loads"}
+
+
+def examples_checkout(qa:Path) -> Path:
+    "`git clone python_backend -b $PYTHON_BACKEND_REPO_TAG` (its examples/ only) into the subtest's folder; the cwd of its clients."
+    folder = qa / 'L0_backend_python' / 'examples'
+    _extract(PYTHON_BACKEND_REPO, PYTHON_BACKEND_TAG, ['examples'], folder / 'python_backend')
+    return folder / 'python_backend'
+
+
+def add_example(checkout:Path, files):
+    "test.sh's `mkdir -p models/NAME/1` and `cp examples/... models/...` of one example."
+    for source, dest in files:
+        (checkout / 'models' / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(checkout / 'examples' / source, checkout / 'models' / dest)
+
+
+def run_script(folder:Path, argv, timeout:float=600) -> tuple:
+    "`python3 ARGV > $CLIENT_LOG` then `grep PASS $CLIENT_LOG`: (outcome, message) from its exit code and output."
+    try: r = subprocess.run([sys.executable, *argv], cwd=folder, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **CLIENT_ENV})
+    except subprocess.TimeoutExpired as e: return 'failed', f'no exit within {timeout:.0f} s: {e.stdout!r:.3000}'
+    ok = r.returncode == 0 and 'PASS' in r.stdout
+    return ('passed' if ok else 'failed', f'exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}')
+
+
+# --------------------------------------------------------------------------------------- the container's /dev/shm
+SHM_SIZE = '1g'   # the QA container's `docker run --shm-size=1g` (python_test.py: "Total shared memory available is 1GiB")
+_PRIVATE_SHM = f'mount -t tmpfs -o size={SHM_SIZE} tmpfs /dev/shm && exec "$0" "$@"'
+
+
+def private_shm_missing() -> str | None:
+    "None when a process can be given its own 1 GiB /dev/shm (a mount namespace: root or CAP_SYS_ADMIN), else why not."
+    r = subprocess.run(['unshare', '-m', 'sh', '-c', _PRIVATE_SHM, 'true'], capture_output=True, text=True)
+    return None if r.returncode == 0 else f'no private /dev/shm of {SHM_SIZE} here (unshare -m, mount tmpfs): {r.stderr.strip()}'
+
+
+def in_private_shm(argv:list) -> list:
+    "`argv` in its own mount namespace whose /dev/shm is a fresh tmpfs of SHM_SIZE, as the QA container's is."
+    return ['unshare', '-m', 'sh', '-c', _PRIVATE_SHM, *argv]
