@@ -10,7 +10,7 @@ Per model: the quick search, then the brute sweep, in the same sitting. A config
 a loaded 2-core machine can differ by 2x (2026-12-06-analyze.md), more than the top configs differ, so the two picks
 are then measured again, interleaved (pick, best, pick, best, ...) for --rounds rounds, and the criterion is judged
 on the medians of those re-measurements: pick / best >= 0.9. When quick picked brute's best config the ratio is 1.
-Writes results/<date>-analyze-threads.md unless --no-save."""
+Writes results/<date>-analyze-threads.md (numbered when the day has one) unless --no-save."""
 import argparse, datetime, os, shutil, statistics, sys, tempfile
 from pathlib import Path
 
@@ -108,7 +108,8 @@ def main():
     text = '\n'.join(lines)
     print(text)
     if not a.no_save:
-        path = ROOT / 'bench/results' / f'{datetime.date.today()}-analyze-threads.md'
+        path = next(p for n in range(1, 1000)   # never over an earlier run's file: the day may have several
+                    if not (p := ROOT / 'bench/results' / f'{datetime.date.today()}-analyze-threads{"" if n == 1 else f"-{n}"}.md').exists())
         path.write_text(text); print(f'written {path}')
     shutil.rmtree(tmp, ignore_errors=True)
 
