@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 onnx = pytest.importorskip('onnx')
-from onnx import helper
+from onnx import helper, numpy_helper as onnx_numpy_helper
 
 from triton_mini.tensors import TritonError
+from triton_mini.server import TritonServer
 from triton_mini.config_parser import parse_config
 from triton_mini.model_config_utils import autofill_config
 from triton_mini.backend import InferenceRequest, InstanceArgs
@@ -390,3 +391,55 @@ def test_real_tritonclient_over_http(repo, mini):
     text.set_data_from_numpy(np.array([[b'on', 'nx'.encode()]], dtype=object))
     np.testing.assert_array_equal(client.infer('twice', [text]).as_numpy('TWICE'), np.array([[b'on', b'nx', b'on', b'nx']], dtype=object))
     client.close()
+
+# ---------------------------------------------------------------------------------------------------------------
+# Implicit state and sequence controls: more inputs (and outputs) than the config's `input` and `output` list
+
+def accumulate_onnx(path, control=True):
+    "OUTPUT = (INPUT + STATE_IN) * 10, STATE_OUT = INPUT + STATE_IN (+ 1000 * START when `control`): a running sum."
+    nodes = [helper.make_node('Add', ['INPUT', 'STATE_IN'], ['sum'])]
+    ins = [('INPUT', np.int32, ['b', 1]), ('STATE_IN', np.int32, ['b', 1])]
+    if control:
+        nodes += [helper.make_node('Mul', ['START', 'k1000'], ['start_mark']), helper.make_node('Add', ['sum', 'start_mark'], ['marked'])]
+        ins.append(('START', np.int32, ['b', 1]))
+    total = 'marked' if control else 'sum'
+    nodes += [helper.make_node('Mul', [total, 'k10'], ['OUTPUT']), helper.make_node('Identity', ['sum'], ['STATE_OUT'])]
+    inits = [onnx_numpy_helper.from_array(np.array([10], np.int32), 'k10'), onnx_numpy_helper.from_array(np.array([1000], np.int32), 'k1000')]
+    save_onnx(make_onnx_model(nodes, ins, [('OUTPUT', np.int32, ['b', 1]), ('STATE_OUT', np.int32, ['b', 1])], inits), path)
+
+def accumulate_config(control=True, outputs=''):
+    return ('name: "acc" platform: "onnxruntime_onnx" max_batch_size: 4\n'
+            'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+            f'output [ {{ name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] }}{outputs} ]\n'
+            'sequence_batching { state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+            + ('  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]\n' if control else '')
+            + '}\n')
+
+def test_implicit_state_and_controls_are_model_inputs_fed_by_the_sequence_batcher(tmp_path):
+    """The state's input is fed, its output carried to the sequence's next request and kept from the client; START is
+    fed as the model's input; two interleaved sequences keep their own sums (was: 'expects 1 inputs, model provides 3')."""
+    write_model(tmp_path, 'acc', accumulate_config(), accumulate_onnx)
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        def add(seq, v, **kw):
+            r = s.infer('acc', {'INPUT': np.array([[v]], np.int32)}, sequence_id=seq, **kw)
+            return sorted(r.outputs), r['OUTPUT'].item()
+        got = [add(1, 5, sequence_start=True), add(2, 100, sequence_start=True), add(1, 6), add(2, 1), add(1, 7, sequence_end=True)]
+        assert [v for _, v in got] == [10050, 11000, 110, 1010, 180]
+        assert all(names == ['OUTPUT'] for names, _ in got)
+
+def test_state_is_carried_when_the_client_asks_for_other_outputs_and_returned_when_configured(tmp_path):
+    write_model(tmp_path, 'acc', accumulate_config(False, ', { name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] }'),
+                lambda p: accumulate_onnx(p, control=False))
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        ask = lambda v, outs, **kw: s.infer('acc', {'INPUT': np.array([[v]], np.int32)}, sequence_id=3, outputs=outs, **kw)
+        first, second = ask(2, ['OUTPUT'], sequence_start=True), ask(3, None, sequence_end=True)
+        assert (sorted(first.outputs), first['OUTPUT'].item()) == (['OUTPUT'], 20)
+        assert {k: v.item() for k, v in second.outputs.items()} == {'OUTPUT': 50, 'STATE_OUT': 5}
+
+def test_a_state_or_control_missing_from_the_model_fails_the_load_with_the_count(tmp_path):
+    write_model(tmp_path, 'acc', accumulate_config(), lambda p: accumulate_onnx(p, control=False))
+    with TritonServer(tmp_path, model_control_mode='explicit', load_models=['acc']) as s:
+        failures = s.start()
+        assert "unable to load model 'acc', configuration expects 3 inputs, model provides 2" in failures['acc'], failures

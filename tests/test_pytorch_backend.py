@@ -283,3 +283,57 @@ def test_sequence_controls_are_checked_before_forward_as_the_backend_does(tmp_pa
     with TritonServer(tmp_path, model_control_mode='explicit', load_models=['m']) as s:
         failures = s.start()
         assert 'm' in failures and error in failures['m'], failures
+
+
+class Accumulate(torch.nn.Module):
+    def forward(self, INPUT__0: torch.Tensor, STATE_IN__1: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        total = INPUT__0 + STATE_IN__1
+        return total * 10, total
+
+
+class AccumulateNamed(torch.nn.Module):
+    def forward(self, value: torch.Tensor, carried: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        total = value + carried
+        return total * 10, total
+
+
+def state_config(inp='INPUT__0', out='OUTPUT__0', state_in='STATE_IN__1', state_out='STATE_OUT__1', outputs=()):
+    return ('backend: "pytorch"\nmax_batch_size: 4\nsequence_batching { state [ '
+            f'{{ input_name: "{state_in}" output_name: "{state_out}" data_type: TYPE_INT32 dims: [ 1 ] }} ] }}\n'
+            + io('input', [(inp, 'TYPE_INT32', 1)]) + io('output', [(out, 'TYPE_INT32', 1), *outputs]))
+
+
+@pytest.mark.parametrize('module, cfg', [
+    (Accumulate(), state_config()),                                                  # <name>__<index>
+    (AccumulateNamed(), state_config('value', 'OUTPUT__0', 'carried', 'STATE__1')),  # forward()'s argument names
+], ids=['named_index', 'forward_argument'])
+def test_implicit_state_is_an_argument_and_an_output_carried_between_requests(tmp_path, module, cfg):
+    """`sequence_batching.state`: one more forward() argument (counted as ValidateInputs counts it) and one more output
+    (always `<name>__<index>`), which the sequence batcher feeds back; two interleaved sequences keep their own."""
+    write(tmp_path, 'acc', cfg, torch.jit.script(module))
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        name = next(i.name for i in s.model_config('acc').input)
+        def add(seq, v, **kw):
+            r = s.infer('acc', {name: np.array([[v]], np.int32)}, sequence_id=seq, **kw)
+            return sorted(r.outputs), r['OUTPUT__0'].item()
+        got = [add(1, 5, sequence_start=True), add(2, 100, sequence_start=True), add(1, 6), add(2, 1), add(1, 7, sequence_end=True)]
+        assert [v for _, v in got] == [50, 1000, 110, 1010, 180]
+        assert all(names == ['OUTPUT__0'] for names, _ in got)   # the state stays inside the server
+
+
+def test_a_state_also_listed_as_an_output_reaches_the_client(tmp_path):
+    "Both in `output` and in `state`: the backend returns it to the client too (libtorch.cc's model_outputs_ comment)."
+    write(tmp_path, 'acc', state_config(outputs=[('STATE_OUT__1', 'TYPE_INT32', 1)]), torch.jit.script(Accumulate()))
+    with TritonServer(tmp_path) as s:
+        assert s.start() == {}
+        first = s.infer('acc', {'INPUT__0': np.array([[3]], np.int32)}, sequence_id=4, sequence_start=True)
+        second = s.infer('acc', {'INPUT__0': np.array([[4]], np.int32)}, sequence_id=4, sequence_end=True)
+        assert (first['STATE_OUT__1'].item(), second['STATE_OUT__1'].item(), second['OUTPUT__0'].item()) == (3, 7, 70)
+
+
+def test_a_model_without_the_state_argument_fails_to_load_with_the_count(tmp_path):
+    write(tmp_path, 'acc', state_config(), LINEAR)
+    with TritonServer(tmp_path, model_control_mode='explicit', load_models=['acc']) as s:
+        failures = s.start()
+        assert "unable to load model 'acc', configuration expects 2 inputs, model provides 1" in failures['acc'], failures

@@ -11,13 +11,13 @@ import threading
 import numpy as np
 from fastcore.basics import patch
 
-from .model_config import ModelConfig
+from .model_config import ModelConfig, ModelInput, ModelOutput
 from .tensors import TritonError
 
 # %% auto #0
 __all__ = ['InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend', 'BackendRegistry', 'LazyBackend',
            'IdentityInstance', 'IdentityBackend', 'ClassificationInstance', 'ClassificationBackend', 'next_token',
-           'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error']
+           'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error', 'control_tensors', 'state_tensors']
 
 # %% ../nbs/03_backend.ipynb #ea31e1b2
 @dataclass(eq=False, slots=True)
@@ -272,11 +272,12 @@ class LLMBackend(Backend):
     name, instance_class = 'mini_llm', LLMInstance
 
 # %% ../nbs/03_backend.ipynb #775f02d1
-def responses_by_rows(requests:list, sizes:list, results:dict, batching:bool) -> list:
-    "One response per request of a batch run as one call: its `sizes` rows of each output it asked for (all of it when not batching)."
+def responses_by_rows(requests:list, sizes:list, results:dict, batching:bool, always:tuple=()) -> list:
+    """One response per request of a batch run as one call: its `sizes` rows of each output it asked for (all of it when
+    not batching), and of the outputs in `always` (implicit state, which the sequence batcher takes before the client sees it)."""
     answers, start = [], 0
     for r, n in zip(requests, sizes):
-        keep = [k for k in results if r.requested_outputs is None or k in r.requested_outputs]
+        keep = [k for k in results if r.requested_outputs is None or k in r.requested_outputs or k in always]
         answers.append(InferenceResponse({k: results[k][start:start + n] if batching else results[k] for k in keep}))
         start += n
     return answers
@@ -285,3 +286,22 @@ def batch_error(requests:list, e:Exception) -> list:
     "The responses of a batch that failed as a whole: each request gets the error (anything not a TritonError as INTERNAL)."
     if not isinstance(e, TritonError): e = TritonError(f'{type(e).__name__}: {e}', 'INTERNAL')
     return [InferenceResponse(error=e) for _ in requests]
+
+def control_tensors(config:ModelConfig) -> list:
+    """The sequence batcher's control inputs as model inputs (shape [1]): typed by how the config spells false and
+    true (`int32_false_true`, `fp32_false_true`, `bool_false_true`), a CORRID by its `data_type`."""
+    sb, out = config.sequence_batching, []
+    for ci in (sb.control_input if sb is not None else []):
+        c = ci.control[0]
+        dtype = (c.data_type if c.kind == 'CONTROL_SEQUENCE_CORRID' else 'TYPE_FP32' if c.fp32_false_true
+                 else 'TYPE_BOOL' if c.bool_false_true else 'TYPE_INT32')
+        out.append(ModelInput(name=ci.name, data_type=dtype, dims=[1]))
+    return out
+
+def state_tensors(config:ModelConfig) -> tuple:
+    """(inputs, outputs): implicit state as a backend sees it. Each `sequence_batching.state` is one more input of the
+    model (`input_name`, fed by the sequence batcher) and one more output (`output_name`, carried to the next request);
+    Triton's ONNX Runtime and PyTorch backends count them with the configured inputs and outputs."""
+    states = config.sequence_batching.state if config.sequence_batching is not None else []
+    return ([ModelInput(name=s.input_name, data_type=s.data_type, dims=list(s.dims)) for s in states],
+            [ModelOutput(name=s.output_name, data_type=s.data_type, dims=list(s.dims)) for s in states])

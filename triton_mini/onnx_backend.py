@@ -14,7 +14,7 @@ from fastcore.basics import patch
 
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
-from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance
+from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance, control_tensors, state_tensors
 from .model_repository import model_path, op_library_path
 
 log = logging.getLogger(__name__)
@@ -211,8 +211,9 @@ def _check_tensor(config:ModelConfig, io, infos:dict, side:str, exact:bool):
 
 # %% ../nbs/04b_onnx_backend.ipynb #3259814e
 def validate_inputs(config:ModelConfig, inputs:dict, initializers:dict=None):
-    "Triton's ValidateInputs: the config's inputs against the session's inputs (and overridable initializers)."
-    expected = sum(not i.optional for i in config.input)
+    "Triton's ValidateInputs: the config's inputs (and implicit state's) against the session's inputs (and overridable initializers)."
+    states = control_tensors(config) + state_tensors(config)[0]   # the sequence batcher's tensors are inputs too
+    expected = sum(not i.optional for i in config.input) + len(states)
     if len(inputs) != expected:
         raise _unable(config, f'configuration expects {expected} inputs, model provides {len(inputs)}')
     infos = {**inputs, **(initializers or {})}
@@ -220,11 +221,12 @@ def validate_inputs(config:ModelConfig, inputs:dict, initializers:dict=None):
         if io.optional and config.max_batch_size != 0:
             raise _unable(config, f"optional input '{io.name}' is not supported for models that support batching")
         _check_tensor(config, io, infos, 'input', exact=False)
+    for io in states: _check_tensor(config, io, infos, 'input', exact=False)
 
 # %% ../nbs/04b_onnx_backend.ipynb #e893bfdf
 def validate_outputs(config:ModelConfig, outputs:dict):
-    "Triton's ValidateOutputs: every configured output exists in the model with the same datatype and dims."
-    for io in config.output: _check_tensor(config, io, outputs, 'output', exact=True)
+    "Triton's ValidateOutputs: every configured output (and implicit state's) exists in the model with the same datatype and dims."
+    for io in [*config.output, *state_tensors(config)[1]]: _check_tensor(config, io, outputs, 'output', exact=True)
 
 # %% ../nbs/04b_onnx_backend.ipynb #47dc730a
 class ONNXRuntimeInstance(ModelInstance):
@@ -241,6 +243,8 @@ class ONNXRuntimeInstance(ModelInstance):
         self.inputs, self.outputs = tensor_infos(self.session.get_inputs()), tensor_infos(self.session.get_outputs())
         validate_inputs(cfg, self.inputs, tensor_infos(self.session.get_overridable_initializers()))
         validate_outputs(cfg, self.outputs)
+        self.state_in, self.state_out = state_tensors(cfg)   # implicit state: fed and returned like any tensor
+        self.ins, self.outs = [*cfg.input, *control_tensors(cfg), *self.state_in], {o.name: o for o in [*cfg.output, *self.state_out]}
         self.timing = (0, 0, 0)
 
     def execute(self, requests:list) -> list:
@@ -305,7 +309,7 @@ def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
         raise TritonError(f"batch size {total} for '{self.name}', max allowed is {cfg.max_batch_size}", 'INTERNAL')
     converted, errors = {}, {}
     for i, r in enumerate(requests):
-        try: converted[i] = {io.name: _to_model(r.inputs[io.name], io, batching) for io in cfg.input if io.name in r.inputs}
+        try: converted[i] = {io.name: _to_model(r.inputs[io.name], io, batching) for io in self.ins if io.name in r.inputs}
         except TritonError as e: errors[i] = e
     feeds, sizes = {}, [self._batch_size(requests[i]) for i in converted]
     for name in (converted[next(iter(converted))] if converted else {}):
@@ -316,9 +320,9 @@ def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
 # %% ../nbs/04b_onnx_backend.ipynb #c48e3f57
 @patch
 def _wanted(self:ONNXRuntimeInstance, requests:list) -> list:
-    "The configured outputs at least one request asked for (None asks for all), in config order."
-    every = [o.name for o in self.config.output]
-    asked = set()
+    "The configured outputs at least one request asked for (None asks for all), in config order; implicit state's always."
+    every = list(self.outs)
+    asked = {o.name for o in self.state_out}
     for r in requests: asked.update(every if r.requested_outputs is None else r.requested_outputs)
     return [n for n in every if n in asked] or every
 
@@ -333,11 +337,11 @@ def _run(self:ONNXRuntimeInstance, names:list, feeds:dict) -> dict:
 @patch
 def _scatter(self:ONNXRuntimeInstance, requests:list, results:dict, sizes:list) -> list:
     "One InferenceResponse per good request: its slice of each output it asked for."
-    batching, outs = self.config.max_batch_size > 0, {o.name: o for o in self.config.output}
+    batching, outs, always = self.config.max_batch_size > 0, self.outs, {o.name for o in self.state_out}
     parts = {n: split_batch(a, sizes, n) if batching else [a] for n, a in results.items()}
     responses = []
     for k, r in enumerate(requests):
-        keep = results if r.requested_outputs is None else [n for n in results if n in r.requested_outputs]
+        keep = results if r.requested_outputs is None else [n for n in results if n in r.requested_outputs or n in always]
         responses.append(InferenceResponse({n: _from_model(parts[n][k], outs[n], self.outputs[n], batching) for n in keep}))
     return responses
 

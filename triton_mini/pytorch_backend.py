@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 
-from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows
+from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows, state_tensors
 from .model_config import ModelConfig
 from .tensors import TritonError, format_shape
 
@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FORWARD_ARGUMENT', 'NAMED_INDEX', 'STRICT_CONFIG_ORDERING', 'TORCH_TYPES', 'bool_param', 'int_param',
            'torch_options', 'set_thread_counts', 'naming_convention', 'tensor_positions', 'forward_arguments',
-           'sequence_controls', 'check_config', 'load_module', 'module_outputs', 'PyTorchInstance', 'PyTorchBackend',
-           'parameter_log_lines']
+           'sequence_controls', 'check_config', 'state_positions', 'load_module', 'module_outputs', 'PyTorchInstance',
+           'PyTorchBackend', 'parameter_log_lines']
 
 # %% ../nbs/04e_pytorch_backend.ipynb #5fde82eb
 _INT = re.compile(r'\s*[+-]?\d+')
@@ -139,20 +139,34 @@ def sequence_controls(cfg:ModelConfig) -> dict:
 
 def check_config(cfg:ModelConfig, module) -> tuple:
     "(dict input?, input name -> position, output name -> position): the config checked against `module`."
-    controls = sequence_controls(cfg)
+    controls, (state_in, state_out) = sequence_controls(cfg), state_tensors(cfg)
     is_dict, args = forward_arguments(module)
-    if not is_dict and len(args) != (expected := len(cfg.input) + len(controls)):
+    if not is_dict and len(args) != (expected := len(cfg.input) + len(controls) + len(state_in)):
         raise TritonError(f"unable to load model '{cfg.name}', configuration expects {expected} inputs, model provides {len(args)}", 'INVALID_ARG')
     if not cfg.input: raise TritonError('model configuration must contain at least one input, none were specified.', 'INTERNAL')
     if not cfg.output: raise TritonError('model configuration must contain at least one output, none were specified.', 'INTERNAL')
     for io in cfg.input: _check_io(cfg, io, 'input')
     for io in cfg.output: _check_io(cfg, io, 'output')
+    for io in state_in: _check_io(cfg, io, 'input state')
+    for io in state_out: _check_io(cfg, io, 'state')
     names = [i.name for i in cfg.input]
     if not is_dict and naming_convention(names, args) == STRICT_CONFIG_ORDERING:
         log.warning("input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they follow "
                     "the <name>__<index> naming convention. Falling back to enforcing strict ordering from model configuration.", names[-1], cfg.name)
     inputs = {n: i for i, n in enumerate(names)} if is_dict else tensor_positions(names, args)
-    return is_dict, {**controls, **inputs}, tensor_positions([o.name for o in cfg.output])
+    return is_dict, {**controls, **inputs, **state_positions(state_in, names, args, is_dict)}, \
+        {**tensor_positions([o.name for o in cfg.output]), **{o.name: _named_index(o.name) or 0 for o in state_out}}
+
+def state_positions(state_in:list, names:list, args:list, is_dict:bool) -> dict:
+    """Implicit state's inputs among forward()'s arguments, by the convention of the config's inputs: a dict's key, an
+    argument's name, a `__<index>`; with strict ordering they follow the configured inputs (Triton maps them to the
+    state's own index there, the same position as the first inputs')."""
+    conv = None if is_dict else naming_convention(names, args)
+    def pos(i, name):
+        if conv == FORWARD_ARGUMENT and name in args: return args.index(name)
+        if conv == NAMED_INDEX: return _named_index(name) or 0
+        return len(names) + i
+    return {io.name: pos(i, io.name) for i, io in enumerate(state_in)}
 
 # %% ../nbs/04e_pytorch_backend.ipynb #ab95aa1c
 def _torch():
@@ -214,7 +228,9 @@ class PyTorchInstance(ModelInstance):
         path = args.version_dir / (cfg.default_model_filename or 'model.pt')
         self.module = load_module(path, cfg, args.instance_name, self.opts['inference_mode'])
         self.is_dict, self.input_pos, self.output_pos = check_config(cfg, self.module)
-        self.ins, self.outs = {i.name: i for i in cfg.input}, {o.name: o for o in cfg.output}
+        self.state_in, self.state_out = state_tensors(cfg)   # implicit state: one more input and output each
+        self.ins = {i.name: i for i in [*cfg.input, *self.state_in]}
+        self.outs = {o.name: o for o in [*cfg.output, *self.state_out]}
         self.controls = [n for n in self.input_pos if n not in self.ins]   # filled in by the sequence batcher
 
     def _batch_size(self, r) -> int:
@@ -258,7 +274,7 @@ class PyTorchInstance(ModelInstance):
             wanted = [k for k in results if any(r.requested_outputs is None or k in r.requested_outputs for r in requests)]
             if batching and (bad := next((k for k in wanted if results[k].shape[0] != sum(sizes)), None)) is not None:
                 raise TritonError(f"output '{bad}' has shape {format_shape(results[bad].shape)}, expected a batch dimension of {sum(sizes)}", 'INTERNAL')
-            answers = responses_by_rows(requests, sizes, results, batching)
+            answers = responses_by_rows(requests, sizes, results, batching, always={o.name for o in self.state_out})
         except Exception as e:          # the whole batch fails: every request gets the error, the statistics count a failure
             answers, t1, t2, self.failed = batch_error(requests, e), t0, t0, True
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)

@@ -105,6 +105,7 @@ class SequenceBatcher(Scheduler):
         self.iterative, self._next_id = sb.iterative_sequence, 1   # iterative: see Request rescheduling
         # a backend that does not update implicit state (Triton's Python backend) gets the initial state every time
         self.carries_state = all(getattr(i, 'updates_state', True) for i in instances)
+        self.client_outputs = {o.name for o in config.output}
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
         self.grace_ns = min(self.idle_ns, IDLE_GRACE_NS)
         for s in sb.state: initial_state(s, model_dir, config.max_batch_size > 0)   # a bad data_file fails the load, not a request
@@ -214,7 +215,10 @@ def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
     def routed(r, resp, final):
         if resp is not None and resp.error is None:
             for s in states:
-                if s.output_name in resp.outputs: seq.state[s.input_name] = resp.outputs.pop(s.output_name)
+                if s.output_name in resp.outputs:   # a state the config also lists as an output reaches a client that asks
+                    asked = s.output_name in self.client_outputs and (r.requested_outputs is None or s.output_name in r.requested_outputs)
+                    take = resp.outputs.get if asked else resp.outputs.pop
+                    seq.state[s.input_name] = take(s.output_name)
         if final:   # the idle clock runs from the request's arrival (enqueue), as Triton's: not restarted here
             with self._cond:
                 seq.busy, seq.done_ns = False, self.clock(); self._cond.notify_all()
