@@ -16,6 +16,7 @@ what tritonclient costs; the last column does not.
     python bench/backends_vs_runtime.py --backends fil onnx --seconds 10
     python bench/backends_vs_runtime.py --threads 1 --instances 2     # one thread per call both ways, two instances
     python bench/backends_vs_runtime.py --protocols http grpc         # served through tritonclient.grpc too
+    python bench/backends_vs_runtime.py --rows 1 --width 2048         # the MLPs compute-bound: 8 KB each way, not 128 KB
 """
 import argparse, sys, tempfile, threading, time
 from pathlib import Path
@@ -26,9 +27,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / 'tests'))
 from triton_servers import MiniProcess   # noqa: E402
 
-ROWS, WIDTH = 64, 512
-X = np.random.default_rng(0).random((ROWS, WIDTH), dtype=np.float32)
-WEIGHTS = [np.random.default_rng(i).standard_normal((WIDTH, WIDTH)).astype(np.float32) / WIDTH ** 0.5 for i in range(4)]
+def shape_model(rows:int, width:int):
+    "The MLP's request (`rows` x `width` FP32) and its four `width` x `width` layers (module globals, read by the setups)."
+    global ROWS, WIDTH, X, WEIGHTS
+    ROWS, WIDTH = rows, width
+    X = np.random.default_rng(0).random((ROWS, WIDTH), dtype=np.float32)
+    WEIGHTS = [np.random.default_rng(i).standard_normal((WIDTH, WIDTH)).astype(np.float32) / WIDTH ** 0.5 for i in range(4)]
+
+shape_model(64, 512)   # 128 KB each way, a few ms: the bench's first model; `--rows 1 --width 2048`: 8 KB, compute-bound
 
 
 def onnx_model(folder:Path):
@@ -146,7 +152,10 @@ def main():
     ap.add_argument('--dynamic-batching', action='store_true', help="serve with dynamic_batching { } (Triton's default delay 0)")
     ap.add_argument('--threads', type=int, default=0, help="threads per runtime call, directly and served (0: the runtime's default)")
     ap.add_argument('--protocols', nargs='+', default=['http'], choices=('http', 'grpc'), help='how the served calls travel')
+    ap.add_argument('--rows', type=int, default=64, help='rows per request of the MLPs (onnx, pytorch, openvino)')
+    ap.add_argument('--width', type=int, default=512, help="the MLPs' width: --rows 1 --width 2048 moves 8 KB for about as much compute")
     a = ap.parse_args()
+    shape_model(a.rows, a.width)
     import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
     rows = ['| backend | served as | c | direct calls/s | served calls/s | server share | direct CPU ms/call | served CPU ms/call (server + client) | '
             'server share of CPU | the server\'s own CPU ms/call | its cost over direct |',
@@ -179,6 +188,7 @@ def main():
                                     f'{1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} | {scpu:.2f} | {scpu / dcpu - 1:+.0%} |')
                         print(rows[-1], flush=True)
             finally: s.stop()
+    print(f'MLPs (onnx, pytorch, openvino): [{ROWS}, {WIDTH}] FP32 per request ({ROWS * WIDTH * 4 / 1024:.0f} KB each way), four {WIDTH}x{WIDTH} layers')
     print('\n'.join(rows))
 
 
