@@ -115,6 +115,7 @@ def test_a_stranger_on_the_ports_is_named(tmp_path):
     try:
         said = ts.strangers_on_default_ports(os.getpid(), ports=(port,), lock_path=lock)
         assert said.startswith(f'ports {port} ') and f'pid {stranger} ' in said and STRANGER[:20] in said, said
+        assert f'kill -- -{os.getpgid(stranger)})' in said, said
         assert '\n' not in said
         with open(lock, 'w') as held:   # another run holds the lock: it will free the ports, not ours to judge
             fcntl.flock(held, fcntl.LOCK_EX)

@@ -435,7 +435,7 @@ def strangers_on_default_ports(run_pid:int, ports=DEFAULT_PORTS, lock_path=DEFAU
     """One line naming the processes on 8000-8002 that are not run `run_pid`'s (its pytest: not among its descendants)
     while no run holds the default-ports lock (one that does will free them): the orphans of a killed run, most
     likely. None when the ports are free, or held by this run or under the lock."""
-    if sys.platform != 'linux' or not (taken := ports_taken(*ports)): return None   # psutil sees others' sockets there
+    if sys.platform != 'linux' or not (taken := ports_taken(*ports)): return None   # elsewhere psutil needs root to name a socket's process
     import psutil
     with open(lock_path, 'w') as lock:
         try: fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -446,9 +446,12 @@ def strangers_on_default_ports(run_pid:int, ports=DEFAULT_PORTS, lock_path=DEFAU
         except psutil.Error: return False
     strangers = {pid: cmd for pid, cmd in holders.items() if not ours(pid)}
     if holders and not strangers: return None
-    who = '; '.join(f'pid {pid} ({cmd[:200]})' for pid, cmd in strangers.items()) or 'a process /proc does not show'
-    return (f'ports {", ".join(map(str, taken))} (the QA\'s defaults) are held by {who}, which is not this run\'s: '
-            'an orphan of a killed run? Stop it (kill -- -<its process group>) and start again')
+    def group(pid):
+        try: return os.getpgid(pid)
+        except (OSError, TypeError): return None
+    who = '; '.join(f'pid {pid} ({cmd[:200]}; stop its group: kill -- -{group(pid)})' for pid, cmd in strangers.items())
+    return (f'ports {", ".join(map(str, taken))} (the QA\'s defaults) are held by {who or "a process /proc does not show"}, '
+            'which is not this run\'s and not under the default-ports lock: an orphan of a killed run? Stop it and start again')
 
 
 def work_folder(label:str) -> Path:
