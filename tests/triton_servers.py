@@ -18,9 +18,9 @@ ways to run a server, the tree of test models, and small HTTP helpers.
   adds the tail of every server log to the report of a test that fails while the server runs.
 - No orphans (Linux): a server process runs in a session of its own (a stop reaches its whole process group, stubs
   included), so it would outlive a test process that dies without stopping it (Ctrl-C twice, SIGKILL, a crashed xdist
-  worker). `guard(pgid)` hands its group to this process's reaper, a small watcher started on first use whose stdin
-  is a pipe only this process writes to: at EOF (we are gone, however we died) it SIGKILLs every group still handed
-  to it. `popen()` is `subprocess.Popen` so guarded, for servers a test starts itself. `strangers_on_default_ports()`
+  worker). `guard(sid)` hands its session to this process's reaper, a small watcher started on first use whose
+  stdin is a pipe only this process writes to: at EOF (we are gone, however we died) it SIGKILLs every process of
+  every session still handed to it. `popen()` is `subprocess.Popen` so guarded, for servers a test starts itself. `strangers_on_default_ports()`
   names a process outside this run that holds 8000-8002 while no run holds their lock (conftest fails the session).
 - `model_path(name)` / `copy_models(dest, *names)`: the model folders under `tests/models/`, by name
   (`'conformance'` is a whole repository, `'conformance/add_sub'` one model in it).
@@ -334,41 +334,55 @@ def _killpg(pid, sig):
 
 # ------------------------------------------------------------------------------------------------- no orphans
 
-# The reaper's program (`python -I -S -c REAPER`): stdin carries `<pgid>\n` (guard) and `-<pgid>\n` (unguard); EOF
-# means the one process that held the write end is gone, so every group still guarded is SIGKILLed. Groups with no
-# process left are forgotten within a second, so an id the kernel hands out again later is not hit.
+# The reaper's program (`python -I -S -c REAPER`): stdin carries `<sid>\n` (guard) and `-<sid>\n` (unguard); EOF
+# means the one process that held the write end is gone, so every process of every session still guarded is
+# SIGKILLed: by session, not process group, since Ray's workers make groups of their own (and one outlived its
+# driver's group by 20 s when measured). Sessions with no process left are forgotten within a second, so an id the
+# kernel hands out again later is not hit.
 REAPER = r"""
 import os, select, signal, time
-groups, pending, prune_at = set(), b'', time.monotonic() + 1
-def alive(group):
-    try: os.killpg(group, 0)
-    except ProcessLookupError: return False
+sessions, pending, prune_at = set(), b'', time.monotonic() + 1
+def members(sid):
+    pids = []
+    for name in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{name}/stat', 'rb') as f: stat = f.read()
+        except (OSError, ValueError): continue
+        if int(stat.rsplit(b')', 1)[1].split()[3]) == sid: pids.append(int(name))   # state ppid pgrp session
+    return pids
+def alive(sid):
+    try: os.killpg(sid, 0)
+    except ProcessLookupError: return bool(members(sid))
     except PermissionError: pass
     return True
 while True:
-    if time.monotonic() >= prune_at: groups, prune_at = {g for g in groups if alive(g)}, time.monotonic() + 1
+    if time.monotonic() >= prune_at: sessions, prune_at = {s for s in sessions if alive(s)}, time.monotonic() + 1
     if not select.select([0], [], [], 1)[0]: continue
     data = os.read(0, 4096)
     if not data: break
     *lines, pending = (pending + data).split(b'\n')
     for line in lines:
-        group = int(line)
-        if group > 0: groups.add(group)
-        else: groups.discard(-group)
-for group in groups:
-    try: os.killpg(group, signal.SIGKILL)
-    except OSError: pass
+        sid = int(line)
+        if sid > 0: sessions.add(sid)
+        else: sessions.discard(-sid)
+for _ in range(5):   # again while a dying process still forks
+    left = [pid for sid in sessions for pid in members(sid)]
+    if not left: break
+    for pid in left:
+        try: os.kill(pid, signal.SIGKILL)
+        except OSError: pass
+    time.sleep(0.05)
 """
 _reaper, _reaper_owner, _guarded, _reaper_lock = None, None, set(), threading.Lock()
 
 
-def guard(pgid:int):
-    """Kill process group `pgid` (a server started with start_new_session) when this process dies before `unguard`.
-    Off Linux, nothing (the harness's tests of it skip there)."""
-    _tell_reaper(pgid)
+def guard(sid:int):
+    """Kill every process of session `sid` (a server started with start_new_session: its pid) when this process dies
+    before `unguard(sid)`. Off Linux, nothing (the harness's tests of it skip there)."""
+    _tell_reaper(sid)
 
 
-def unguard(pgid:int): _tell_reaper(-pgid)
+def unguard(sid:int): _tell_reaper(-sid)
 
 
 def _tell_reaper(n:int):
@@ -381,7 +395,7 @@ def _tell_reaper(n:int):
             try:
                 os.write(_reaper.stdin.fileno(), f'{n}\n'.encode())
                 return
-            except BrokenPipeError: pass   # someone killed it: a new one gets every group still guarded
+            except BrokenPipeError: pass   # someone killed it: a new one gets every session still guarded
         if not _guarded: return
         # its own session: Ctrl-C at the terminal reaches pytest, not the reaper that must outlive it
         _reaper = subprocess.Popen([sys.executable, '-I', '-S', '-c', REAPER], stdin=subprocess.PIPE,
