@@ -70,7 +70,7 @@ def test_mini_process_dies_with_its_starter(tmp_path, thread):
 
 @pytest.mark.oracle
 def test_real_triton_and_its_stubs_die_with_their_starter(tmp_path):
-    "The oracle launcher execs tritonserver, which forks a stub per Python model instance: the whole group ends."
+    "The oracle launcher execs tritonserver, which forks a stub per Python model instance: the whole session ends."
     ts.oracle_or_skip()
     pids = kill_the_starter(harness_user(tmp_path, 'RealTriton', thread=True), 'real Triton')
     assert len(pids) >= 2, f'expected tritonserver and its add_sub stub, saw {pids}'
