@@ -7,6 +7,8 @@
   (for a module-scoped fixture: one server start shared by the module's tests).
 - The folders of tests/models are used by name through `triton_servers.copy_models` / `model_path`.
 - A test that fails while a server process runs gets the tail of that server's log in its report.
+- Servers die with the test process that started them, however it ends (`triton_servers.guard`); a run with tests
+  marked `default_ports` fails at collection when a process outside it holds 8000-8002.
 
 Judges a test can be skipped for want of, and how CI insists on them:
 - `oracle` (the real Triton 2.51: tools/real_triton.py installs it from PyPI), `examples` (Triton's example client
@@ -28,7 +30,7 @@ Judges a test can be skipped for want of, and how CI insists on them:
   it): every way to the oracle (`RealTriton`, the `real_triton` and `oracle` fixtures, `oracle_or_skip()`,
   `oracle_available()`) fails a running test that lacks it. `CURRENT_TEST` below tells them which test is running.
 """
-import logging, sys, time
+import logging, os, sys, time
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,18 @@ def pytest_collection_modifyitems(config, items):
     "Every oracle comparison starts a real tritonserver: it is `slow` too, so `-m 'not slow'` is the fast loop."
     for item in items:
         if item.get_closest_marker('oracle') and not item.get_closest_marker('slow'): item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(tryfirst=True)   # in an xdist worker, before xdist's own, which sends the collection to the controller
+def pytest_collection_finish(session):
+    """A run whose selected tests bind the default ports stops here, in one line, when a process outside it holds
+    them (an orphan of a killed run, say): each of those tests would otherwise fail or skip on its own, minutes apart."""
+    if session.config.option.collectonly or not any(item.get_closest_marker('default_ports') for item in session.items): return
+    worker = hasattr(session.config, 'workerinput')
+    if not (stranger := ts.strangers_on_default_ports(os.getppid() if worker else os.getpid())): return   # a worker's parent is the run
+    if not worker: raise pytest.UsageError(stranger)
+    session.items[:] = []          # an xdist worker: it runs nothing, and the controller stops with the reason
+    session.shouldstop = stranger
 
 
 WANTS = {'the real Triton (tools/real_triton.py, $TRITON_ORACLE)': ts.SKIP_ORACLE,

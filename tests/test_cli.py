@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from triton_mini.cli import example_repository, wait_for_http
-from triton_servers import MiniProcess, free_port, http, settled, wait_until
+from triton_servers import MiniProcess, free_port, http, popen, settled, wait_until
 
 LOG_LINE = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ [\w.]+:\d+\] ')
 
@@ -217,9 +217,9 @@ def test_ray_flag_serves_replicas(tmp_path):
     repo = tmp_path / 'models'
     shutil.copytree(example_repository() / 'add_sub', repo / 'add_sub')
     port = free_port()
-    proc = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--ray', '--replicas', '2', f'--model-repository={repo}',
-                             f'--http-port={port}', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = popen([sys.executable, '-m', 'triton_mini', '--ray', '--replicas', '2', f'--model-repository={repo}',
+                  f'--http-port={port}', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
+                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)   # its group dies with pytest: Ray's processes too
     try:
         end = time.monotonic() + 120
         while time.monotonic() < end:

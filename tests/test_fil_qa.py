@@ -19,7 +19,7 @@ import triton_fil_qa as filqa
 import triton_python_qa as pyqa
 from triton_servers import MiniProcess, PortsTaken, skip_or_fail
 
-pytestmark = pytest.mark.slow   # generating the models takes minutes, the client's Hypothesis runs minutes more
+pytestmark = [pytest.mark.slow, pytest.mark.default_ports]  # generating the models takes minutes, the client's Hypothesis runs minutes more
 
 MODELS = ('xgboost', 'xgboost_shap', 'xgboost_json', 'xgboost_ubj', 'lightgbm', 'lightgbm_rf', 'regression', 'sklearn', 'cuml')
 TESTS = ('test_small', 'test_max_batch')

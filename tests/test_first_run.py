@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from triton_mini.cli import example_repository, wait_for_http
-from triton_servers import free_port
+from triton_servers import free_port, popen
 
 # `triton-mini`, in a Python (and its child processes) where llama_cpp cannot be imported.
 NO_LLAMA = "import sys; from triton_mini.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -21,8 +21,8 @@ ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(SHADOW), os
 def start(*flags):
     "The command without llama_cpp, on free ports; returns (process, http port, collected output lines)."
     http = free_port()
-    proc = subprocess.Popen([sys.executable, '-c', NO_LLAMA, f'--http-port={http}', f'--metrics-port={free_port()}',
-                             '--allow-grpc=false', *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    proc = popen([sys.executable, '-c', NO_LLAMA, f'--http-port={http}', f'--metrics-port={free_port()}',
+                  '--allow-grpc=false', *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     lines = []
     threading.Thread(target=lambda: lines.extend(l.rstrip('\n') for l in proc.stdout), daemon=True).start()
     return proc, http, lines

@@ -100,6 +100,7 @@ def stage(qa:Path, subtest:str, flag:str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.default_ports
 @pytest.mark.parametrize('subtest,flag', CASES, ids=[f'{s}-{f}' for s, f in CASES])
 def test_mini_passes_libtorch_qa(qa, subtest, flag):
     models = stage(qa, subtest, flag)
@@ -169,6 +170,7 @@ def io_names_run(qa):
 
 
 @pytest.mark.slow
+@pytest.mark.default_ports
 @pytest.mark.parametrize('test', IO_NAMES_TESTS)
 def test_mini_passes_libtorch_io_names(io_names_run, test):
     outcomes, report = io_names_run

@@ -11,6 +11,7 @@ serve = pytest.importorskip('ray.serve')
 httpclient = pytest.importorskip('tritonclient.http')
 
 from triton_mini.ray_serve import RayTriton, cpu_bound_model
+from triton_servers import popen
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,10 +150,10 @@ def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_p
                                   f'--temp-dir={temp_dir}'], capture_output=True, text=True, env=env, timeout=120)
         assert started.returncode == 0, f'ray start failed:\n{started.stderr[-2000:]}'
         port = _free_port()
-        cmd = subprocess.Popen([sys.executable, '-m', 'triton_mini', '--ray', f'--http-port={port}', '--http-address=127.0.0.1',
-                                f'--model-repository={ROOT / "model_repository"}', '--model-control-mode=explicit',
-                                '--load-model=add_sub'], env={**env, 'RAY_ADDRESS': f'127.0.0.1:{gcs}'},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        cmd = popen([sys.executable, '-m', 'triton_mini', '--ray', f'--http-port={port}', '--http-address=127.0.0.1',
+                     f'--model-repository={ROOT / "model_repository"}', '--model-control-mode=explicit',
+                     '--load-model=add_sub'], env={**env, 'RAY_ADDRESS': f'127.0.0.1:{gcs}'},
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 180
             while True:

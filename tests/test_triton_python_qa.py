@@ -51,7 +51,7 @@ import pytest
 import triton_python_qa as pyqa
 from triton_servers import MiniProcess, PortsTaken, RealTriton, skip_or_fail, wait_until
 
-pytestmark = pytest.mark.slow   # each subtest starts servers and runs a client for minutes
+pytestmark = [pytest.mark.slow, pytest.mark.default_ports]  # each subtest starts servers and runs a client for minutes
 
 SERVERS = {'mini': MiniProcess, 'triton': RealTriton}
 

@@ -36,9 +36,11 @@ Adaptations, each one named where it happens:
 """
 from __future__ import annotations
 
-import contextlib, dataclasses, fcntl, io, os, re, shutil, subprocess, sys, tarfile, tempfile
+import dataclasses, io, os, re, shutil, subprocess, sys, tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from triton_servers import default_ports  # noqa: F401  (the one lock on 8000-8002, for every test that binds them)
 
 TAG = 'v2.51.0'                 # Triton 2.51, the oracle's version
 PYTHON_BACKEND_TAG = 'r24.10'   # its python_backend (PYTHON_BACKEND_REPO_TAG in the 24.10 container)
@@ -411,19 +413,6 @@ def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, d
                 break
         results[case.get('name')] = (outcome, message)
     return results
-
-
-# --------------------------------------------------------------------------------------- the default ports, one at a time
-LOCK = Path(tempfile.gettempdir()) / 'triton-mini-default-ports.lock'
-
-
-@contextlib.contextmanager
-def default_ports():
-    "Hold the machine-wide lock on ports 8000-8002 (xdist workers and other checkouts' runs wait for one another)."
-    with open(LOCK, 'w') as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------------------- L0_backend_python/test.sh itself

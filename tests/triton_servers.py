@@ -16,6 +16,12 @@ ways to run a server, the tree of test models, and small HTTP helpers.
   stub processes otherwise outlive it).
   Both process launchers write the server's output to a log file in a work folder of their own; `conftest.py`
   adds the tail of every server log to the report of a test that fails while the server runs.
+- No orphans (Linux): a server process runs in a session of its own (a stop reaches its whole process group, stubs
+  included), so it would outlive a test process that dies without stopping it (Ctrl-C twice, SIGKILL, a crashed xdist
+  worker). `guard(sid)` hands its session to this process's reaper, a small watcher started on first use whose
+  stdin is a pipe only this process writes to: at EOF (we are gone, however we died) it SIGKILLs every process of
+  every session still handed to it. `popen()` is `subprocess.Popen` so guarded, for servers a test starts itself. `strangers_on_default_ports()`
+  names a process outside this run that holds 8000-8002 while no run holds their lock (conftest fails the session).
 - `model_path(name)` / `copy_models(dest, *names)`: the model folders under `tests/models/`, by name
   (`'conformance'` is a whole repository, `'conformance/add_sub'` one model in it).
 
@@ -23,7 +29,7 @@ ways to run a server, the tree of test models, and small HTTP helpers.
 for module-scoped servers); scripts (`bench/`, `python tests/triton_qa.py`) import this module directly.
 """
 from __future__ import annotations
-import collections, errno, functools, http.client as httplib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import atexit, collections, contextlib, errno, fcntl, functools, http.client as httplib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -265,6 +271,7 @@ class ServerProcess:
         with open(self.log_path, 'w') as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd, start_new_session=True,
                                          env={**os.environ, 'PYTHONUNBUFFERED': '1', **(self.env or {})})
+        guard(self.proc.pid)
         self.started_at, self.stopped_at, self.code = time.monotonic(), None, None
         if self not in LIVE: LIVE.append(self)
 
@@ -313,6 +320,7 @@ class ServerProcess:
             _killpg(self.proc.pid, signal.SIGKILL)
             self.code = self.proc.wait()
             self.stopped_at = time.monotonic()
+            unguard(self.proc.pid)
         return self.code
 
     def __enter__(self): return self
@@ -322,6 +330,142 @@ class ServerProcess:
 def _killpg(pid, sig):
     try: os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError): pass
+
+
+# ------------------------------------------------------------------------------------------------- no orphans
+
+# The reaper's program (`python -I -S -c REAPER`): stdin carries `<sid>\n` (guard) and `-<sid>\n` (unguard); EOF
+# means the one process that held the write end is gone, so every process of every session still guarded is
+# SIGKILLed: by session, not process group, since Ray's workers make groups of their own (and one outlived its
+# driver's group by 20 s when measured). Sessions with no process left are forgotten within a second, so an id the
+# kernel hands out again later is not hit.
+REAPER = r"""
+import os, select, signal, time
+sessions, pending, prune_at = set(), b'', time.monotonic() + 1
+def members(sid):
+    pids = []
+    for name in os.listdir('/proc'):
+        try:
+            with open(f'/proc/{name}/stat', 'rb') as f: stat = f.read()
+        except (OSError, ValueError): continue
+        if int(stat.rsplit(b')', 1)[1].split()[3]) == sid: pids.append(int(name))   # state ppid pgrp session
+    return pids
+def alive(sid):
+    try: os.killpg(sid, 0)
+    except ProcessLookupError: return bool(members(sid))
+    except PermissionError: pass
+    return True
+while True:
+    if time.monotonic() >= prune_at: sessions, prune_at = {s for s in sessions if alive(s)}, time.monotonic() + 1
+    if not select.select([0], [], [], 1)[0]: continue
+    data = os.read(0, 4096)
+    if not data: break
+    *lines, pending = (pending + data).split(b'\n')
+    for line in lines:
+        sid = int(line)
+        if sid > 0: sessions.add(sid)
+        else: sessions.discard(-sid)
+for _ in range(5):   # again while a dying process still forks
+    left = [pid for sid in sessions for pid in members(sid)]
+    if not left: break
+    for pid in left:
+        try: os.kill(pid, signal.SIGKILL)
+        except OSError: pass
+    time.sleep(0.05)
+"""
+_reaper, _reaper_owner, _guarded, _reaper_lock = None, None, set(), threading.Lock()
+
+
+def guard(sid:int):
+    """Kill every process of session `sid` (a server started with start_new_session: its pid) when this process dies
+    before `unguard(sid)`. Off Linux, nothing (the harness's tests of it skip there)."""
+    _tell_reaper(sid)
+
+
+def unguard(sid:int): _tell_reaper(-sid)
+
+
+def _tell_reaper(n:int):
+    global _reaper, _reaper_owner
+    if sys.platform != 'linux': return
+    with _reaper_lock:
+        if n > 0: _guarded.add(n)
+        else: _guarded.discard(-n)
+        if _reaper is not None and _reaper_owner == os.getpid() and _reaper.poll() is None:
+            try:
+                os.write(_reaper.stdin.fileno(), f'{n}\n'.encode())
+                return
+            except BrokenPipeError: pass   # someone killed it: a new one gets every session still guarded
+        if not _guarded: return
+        # its own session: Ctrl-C at the terminal reaches pytest, not the reaper that must outlive it
+        _reaper = subprocess.Popen([sys.executable, '-I', '-S', '-c', REAPER], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, start_new_session=True, bufsize=0)
+        _reaper_owner = os.getpid()
+        os.write(_reaper.stdin.fileno(), ''.join(f'{g}\n' for g in _guarded).encode())
+
+
+@atexit.register
+def _reaper_done():
+    "A normal exit: the reaper kills what a test left running and ends (no 'subprocess still running' warning)."
+    if _reaper is not None and _reaper_owner == os.getpid():
+        _reaper.stdin.close()
+        try: _reaper.wait(10)
+        except subprocess.TimeoutExpired: pass
+
+
+def popen(argv, **kw) -> subprocess.Popen:
+    """`subprocess.Popen(argv, **kw)` for a server a test starts itself: in a session of its own (a terminal's Ctrl-C
+    goes to pytest, which stops it), guarded so that it dies with this process. Stop it with `os.killpg(proc.pid, ...)`."""
+    proc = subprocess.Popen(argv, start_new_session=True, **kw)
+    guard(proc.pid)
+    return proc
+
+
+DEFAULT_PORTS = (8000, 8001, 8002)   # Triton's defaults, which the QA clients hard-code
+DEFAULT_PORTS_LOCK = Path(tempfile.gettempdir()) / 'triton-mini-default-ports.lock'   # held by a test while it uses them
+
+
+@contextlib.contextmanager
+def default_ports():
+    "Hold the machine-wide lock on ports 8000-8002 (xdist workers and other checkouts' runs wait for one another)."
+    with open(DEFAULT_PORTS_LOCK, 'w') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def port_holders(*ports:int) -> dict:
+    "{pid: command line} of the processes listening on any of `ports` (TCP; pid None where /proc hides it)."
+    import psutil
+    holders = {}
+    for c in psutil.net_connections('tcp'):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in ports and c.pid not in holders:
+            try: holders[c.pid] = ' '.join(' '.join(psutil.Process(c.pid).cmdline()).split()) if c.pid else '?'   # one line
+            except psutil.Error: holders[c.pid] = '?'
+    return holders
+
+
+def strangers_on_default_ports(run_pid:int, ports=DEFAULT_PORTS, lock_path=DEFAULT_PORTS_LOCK) -> str | None:
+    """One line naming the processes on 8000-8002 that are not run `run_pid`'s (its pytest: not among its descendants)
+    while no run holds the default-ports lock (one that does will free them): the orphans of a killed run, most
+    likely. None when the ports are free, or held by this run or under the lock."""
+    if sys.platform != 'linux' or not (taken := ports_taken(*ports)): return None   # elsewhere psutil needs root to name a socket's process
+    import psutil
+    with open(lock_path, 'w') as lock:
+        try: fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError: return None
+        holders = port_holders(*taken)
+    def ours(pid):
+        try: return pid is not None and any(p.pid == run_pid for p in [psutil.Process(pid), *psutil.Process(pid).parents()])
+        except psutil.Error: return False
+    strangers = {pid: cmd for pid, cmd in holders.items() if not ours(pid)}
+    if holders and not strangers: return None
+    def group(pid):
+        try: return os.getpgid(pid)
+        except (OSError, TypeError): return None
+    who = '; '.join(f'pid {pid} ({cmd[:200]}; stop its group: kill -- -{group(pid)})' for pid, cmd in strangers.items())
+    return (f'ports {", ".join(map(str, taken))} (the QA\'s defaults) are held by {who or "a process /proc does not show"}, '
+            'which is not this run\'s and not under the default-ports lock: an orphan of a killed run? Stop it and start again')
 
 
 def work_folder(label:str) -> Path:

@@ -1,0 +1,166 @@
+"""A test process that dies without stopping its servers (Ctrl-C twice, SIGKILL, a crashed xdist worker) must not
+leave them running: the harness's servers run in sessions of their own, and an orphaned real Triton once held
+8000-8002 so that the next run's Python-backend QA failed by the dozen. Each test here starts a server through the
+harness in a child process that stands in for pytest, SIGKILLs that process, and waits for the server's processes
+to be gone (`triton_servers.guard`: the reaper). The session guard (`strangers_on_default_ports`) is checked on a
+port of its own, with a lock file of its own."""
+import contextlib, fcntl, json, os, signal, subprocess, sys
+
+import psutil
+import pytest
+
+import triton_servers as ts
+
+pytestmark = pytest.mark.skipif(sys.platform != 'linux', reason='servers die with their test process on Linux only')
+
+# Stands in for pytest: starts one server through the harness (on an ended thread, or on the main thread), prints the
+# pids of the server and of its descendants (stubs), then waits to be killed.
+HARNESS_USER = """
+import json, sys, threading, time
+sys.path.insert(0, {tests!r})
+import psutil, triton_servers as ts
+ts.WORK_ROOT = {work!r}
+servers = []
+def start(): servers.append(getattr(ts, {kind!r})({repo!r}, grpc=False, metrics=False))
+if {thread}:
+    t = threading.Thread(target=start); t.start(); t.join()
+else: start()
+pid = servers[0].proc.pid
+print(json.dumps([pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]), flush=True)
+time.sleep(600)
+"""
+
+
+def gone(pid:int) -> bool:
+    "Whether `pid` has ended (a zombie has: nothing reaps orphans in some containers)."
+    try: return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess: return True
+
+
+def kill_the_starter(code:str, what:str) -> list:
+    "Run `code` in a child process until it prints its server's pids, SIGKILL it; those pids (all gone, or it fails)."
+    starter = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        line = starter.stdout.readline()
+        assert line, f'the starter exited with {starter.wait()} before its server was up'
+        pids = json.loads(line)
+        assert not any(gone(p) for p in pids)
+        starter.send_signal(signal.SIGKILL); starter.wait()
+        ts.wait_until(lambda: all(gone(p) for p in pids), 20, f'the {what} processes {pids} to end with their starter')
+    finally:
+        if starter.poll() is None: starter.kill(); starter.wait()
+        for pid in pids:   # leave no orphan of our own when it fails
+            if not gone(pid):
+                with contextlib.suppress(ProcessLookupError): os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def harness_user(tmp_path, kind:str, thread:bool) -> str:
+    repo = ts.copy_models(tmp_path / 'models', 'conformance/add_sub')
+    return HARNESS_USER.format(tests=str(ts.TESTS), work=str(tmp_path), kind=kind, repo=str(repo), thread=thread)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('thread', [False, True], ids=['main-thread', 'ended-thread'])
+def test_mini_process_dies_with_its_starter(tmp_path, thread):
+    "The starter's main thread, or a thread that has ended (start_together's): PDEATHSIG alone would miss the second."
+    kill_the_starter(harness_user(tmp_path, 'MiniProcess', thread), 'triton-mini')
+
+
+@pytest.mark.oracle
+def test_real_triton_and_its_stubs_die_with_their_starter(tmp_path):
+    "The oracle launcher execs tritonserver, which forks a stub per Python model instance: the whole session ends."
+    ts.oracle_or_skip()
+    pids = kill_the_starter(harness_user(tmp_path, 'RealTriton', thread=True), 'real Triton')
+    assert len(pids) >= 2, f'expected tritonserver and its add_sub stub, saw {pids}'
+
+
+RAY_USER = """
+import json, sys, time, psutil
+sys.path.insert(0, {tests!r})
+import triton_servers as ts
+port = ts.free_port()
+p = ts.popen([sys.executable, '-m', 'triton_mini', '--ray', '--replicas', '1', '--model-repository={repo}', f'--http-port={{port}}',
+              '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'], stdout=ts.subprocess.DEVNULL, stderr=ts.subprocess.DEVNULL)
+def ready():
+    try: return ts.http(port, 'GET', '/v2/health/ready', timeout=2)[0] == 200
+    except OSError: return p.poll() is not None
+ts.wait_until(ready, 180, 'triton-mini --ray to be ready')
+print(json.dumps([p.pid, *(c.pid for c in psutil.Process(p.pid).children(recursive=True))]), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_ray_workers_die_with_their_starter(tmp_path):
+    """`triton-mini --ray` through `popen`: Ray's workers put themselves in process groups of their own (one outlived
+    its driver's group by 20 s when this was written), so the reaper kills by session."""
+    pytest.importorskip('ray', reason='the ray extra is not installed')
+    repo = ts.copy_models(tmp_path / 'models', 'conformance/add_sub')
+    pids = kill_the_starter(RAY_USER.format(tests=str(ts.TESTS), repo=str(repo)), 'Ray')
+    assert len(pids) >= 5, f'expected the driver, GCS, raylet and workers, saw {pids}'
+
+
+POPEN_USER = """
+import subprocess, sys, time
+sys.path.insert(0, {tests!r})
+import triton_servers as ts
+child = ts.popen([sys.executable, '-c', 'import subprocess, sys, time; '
+                  'subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]); time.sleep(600)'])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_popen_guards_a_server_a_test_starts_itself():
+    "`popen`: a process group of its own that dies with its starter (here, a process that made a child of its own)."
+    starter = subprocess.Popen([sys.executable, '-c', POPEN_USER.format(tests=str(ts.TESTS))], stdout=subprocess.PIPE, text=True)
+    leader = int(starter.stdout.readline())
+    group = lambda: [p.pid for p in psutil.process_iter() if _pgid(p.pid) == leader and not gone(p.pid)]
+    try:
+        ts.wait_until(lambda: len(group()) == 2, 20, 'the child and its grandchild')
+        starter.send_signal(signal.SIGKILL); starter.wait()
+        ts.wait_until(lambda: not group(), 20, f'process group {leader} to end with its starter')
+    finally:
+        if starter.poll() is None: starter.kill(); starter.wait()
+        ts._killpg(leader, signal.SIGKILL)
+
+
+def _pgid(pid):
+    try: return os.getpgid(pid)
+    except ProcessLookupError: return None
+
+
+# --------------------------------------------------------------------------------------- the session guard
+
+# Listens on a port, then leaves its listener to a grandchild that init adopts: a process outside this run.
+STRANGER = ("import os, socket, sys, time\ns = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen()\n"
+            "if os.fork(): os._exit(0)\nprint(os.getpid(), flush=True); time.sleep(600)")
+
+
+def test_a_stranger_on_the_ports_is_named(tmp_path):
+    port, lock = ts.free_port(), tmp_path / 'ports.lock'
+    with subprocess.Popen([sys.executable, '-c', STRANGER, str(port)], stdout=subprocess.PIPE, text=True) as parent:
+        stranger = int(parent.stdout.readline())
+    try:
+        said = ts.strangers_on_default_ports(os.getpid(), ports=(port,), lock_path=lock)
+        assert said.startswith(f'ports {port} ') and f'pid {stranger} ' in said and STRANGER[:20] in said, said
+        assert f'kill -- -{os.getpgid(stranger)})' in said, said
+        assert '\n' not in said
+        with open(lock, 'w') as held:   # another run holds the lock: it will free the ports, not ours to judge
+            fcntl.flock(held, fcntl.LOCK_EX)
+            assert ts.strangers_on_default_ports(os.getpid(), ports=(port,), lock_path=lock) is None
+    finally: os.kill(stranger, signal.SIGKILL)
+
+
+def test_our_own_server_on_the_ports_is_not_a_stranger(tmp_path):
+    port = ts.free_port()
+    ours = subprocess.Popen([sys.executable, '-c', STRANGER.replace('if os.fork(): os._exit(0)\n', ''), str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        ours.stdout.readline()
+        assert ts.ports_taken(port) == [port]
+        assert ts.strangers_on_default_ports(os.getpid(), ports=(port,), lock_path=tmp_path / 'ports.lock') is None
+    finally: ours.kill(); ours.wait()
+    assert ts.strangers_on_default_ports(os.getpid(), ports=(port,), lock_path=tmp_path / 'ports.lock') is None
