@@ -75,6 +75,7 @@ def implicit_state_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.default_ports
 @pytest.mark.parametrize('test', TESTS)
 def test_mini_passes_implicit_state_qa(implicit_state_run, test):
     outcomes, report = implicit_state_run
