@@ -599,3 +599,48 @@ def test_a_models_forked_processes_make_bls_calls(mini, repo):
         status, body = infer(m.http_port, 'pool', 0)
         assert status == 200 and body['outputs'][0]['data'] == [1.0], body
     assert infer(m.http_port, 'healthy', 3)[1]['outputs'][0]['data'] == [6.0]
+
+
+GATED = '''
+import os, time
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args): self.go = os.path.join(args['model_repository'], 'go')
+    def execute(self, requests):
+        xs = [pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() for r in requests]
+        while xs[0][0, 0] == 0 and not os.path.exists(self.go): time.sleep(0.01)   # request 0 holds the instance
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x * 2)]) for x in xs]
+'''
+PAIRS = '''backend: "python"
+max_batch_size: 2
+input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]
+output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]
+dynamic_batching { }
+'''
+
+
+def test_queued_full_batches_ride_one_hop_with_the_same_batches(tmp_path):
+    "The dynamic batcher hands a busy stub instance its queued full batches in one hop (05_scheduler): same answers, same batch_stats."
+    import numpy as np
+    from triton_mini.backend import InferenceRequest
+    from triton_mini.scheduler import ResponseWaiter
+    from triton_mini.server import TritonServer
+    repo = tmp_path / 'models'
+    write(repo, 'pairs', GATED, PAIRS)
+    with TritonServer(repo, python_backend_mode='process') as server:
+        m = server.repository.get('pairs')
+        m.scheduler.pipeline_wait_ns = 10**12   # the gated first batch took long: the estimate would forbid any ride-along
+        inst, hops = m.instances[0], []
+        many = inst.execute_many
+        inst.execute_many = lambda batches: hops.append([len(b) for b in batches]) or many(batches)
+        waiters = [ResponseWaiter() for _ in range(7)]
+        reqs = [InferenceRequest('pairs', {'IN': np.array([[float(i)]], np.float32)}, response_callback=w) for i, w in enumerate(waiters)]
+        server.submit(reqs[0])
+        wait_until(lambda: m.scheduler._running and m.stats.pending == 0, 10, 'request 0 to hold the instance')
+        for r in reqs[1:]: server.submit(r)
+        (repo / 'pairs' / 'go').touch()
+        assert [w.wait(10)[0].outputs['OUT'][0, 0] for w in waiters] == [2.0 * i for i in range(7)]
+        assert hops == [[2, 2, 2]]   # [1, 2] by the rule, [3, 4] and [5, 6] along: full, so final
+        assert {b: d[1].count for b, d in m.stats.batch_stats.items()} == {1: 1, 2: 3}
+        assert (m.stats.execution_count, m.stats.success.count) == (4, 7)

@@ -601,6 +601,24 @@ def _run_many(self:Scheduler, inst:ModelInstance, batches:list):
     self._took(end - start, len(batches))
     for b, (responses, timing, failed) in zip(batches, results): self._settle(inst, b, responses, timing, failed, start, end)
 
+# %% ../nbs/05_scheduler.ipynb #089a9189
+@patch
+def _more(self:DynamicBatcher, inst:ModelInstance) -> list:
+    "More batches for `inst`'s hop: only final ones (full), while every other instance is busy, a fair share, ~2 ms of work."
+    depth = getattr(inst, 'pipeline_depth', 1) if hasattr(inst, 'execute_many') else 1
+    if depth <= 1 or not self._exec_ns or self.levels > 1 or self._timeouts or self.learner is not None: return []
+    full, out = {self.max_batch_size, max(self.preferred)}, []
+    with self._cond:
+        if len(self._running) < len(self.instances) - 1: return []   # another instance is free: the next batch is its
+        share = self.stats.pending // self.max_batch_size // len(self.instances)
+        while len(out) < min(depth - 1, share, self.pipeline_wait_ns // self._exec_ns) and (head := self._head()):
+            n, _ = next_batch([e.req.batch_size for e in head], [e.key for e in head], self.max_batch_size,
+                              self.preferred, 0, 1 << 62)
+            if not n or sum(e.req.batch_size for e in head[:n]) not in full: break
+            out.append(self._pop(n))
+    kept = [self._drop_cancelled(b) if any(r.cancelled for r in b) else b for b in out]
+    return [b for b in kept if b]
+
 # %% ../nbs/05_scheduler.ipynb #a2e930ed
 class OrderedDelivery:
     "Releases final responses in the order requests were registered (preserve_ordering)."
