@@ -8,7 +8,7 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         rng = np.random.default_rng(0)
-        self.layers = [rng.standard_normal((a, b)).astype(np.float32) / np.sqrt(a) for a, b in ((64, 256), (256, 256), (256, 10))]
+        self.layers = [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in ((64, 256), (256, 256), (256, 10))]
 
     def execute(self, requests):
         xs = [pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() for r in requests]
