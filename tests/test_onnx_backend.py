@@ -17,9 +17,9 @@ from triton_mini.tensors import TritonError
 from triton_mini.server import TritonServer
 from triton_mini.config_parser import parse_config
 from triton_mini.model_config_utils import autofill_config
-from triton_mini.backend import InferenceRequest, InstanceArgs
-from triton_mini.onnx_backend import (ONNXRuntimeBackend, ONNXRuntimeInstance, batch_input_tensor, linear_weights,
-                                      make_add_sub_onnx, make_linear_onnx, make_onnx_model, save_onnx)
+from triton_mini.backend import InferenceRequest, InstanceArgs, batch_input_tensor
+from triton_mini.onnx_backend import (ONNXRuntimeBackend, ONNXRuntimeInstance, linear_weights, make_add_sub_onnx,
+                                      make_linear_onnx, make_onnx_model, save_onnx)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,17 +14,18 @@ from fastcore.basics import patch
 
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
-from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance, control_tensors, state_tensors
+from .backend import (Backend, InferenceResponse, InstanceArgs, ModelInstance, batch_inputs, control_tensors,
+                                 scatter_with_input_shape, state_tensors)
 from .model_repository import model_path, op_library_path
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'BATCH_INPUT_DTYPES', 'make_onnx_model', 'save_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo', 'tensor_info',
-           'tensor_infos', 'int_parameter', 'bool_parameter', 'session_options', 'run_options', 'model_file',
-           'load_session', 'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance',
-           'concat_requests', 'split_batch', 'ONNXRuntimeBackend', 'can_batch', 'autocomplete_tensors',
-           'batch_input_tensor', 'linear_weights', 'make_linear_onnx', 'ort_error']
+__all__ = ['log', 'make_onnx_model', 'save_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo', 'tensor_info', 'tensor_infos',
+           'int_parameter', 'bool_parameter', 'session_options', 'run_options', 'model_file', 'load_session',
+           'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance', 'concat_requests',
+           'split_batch', 'ONNXRuntimeBackend', 'can_batch', 'autocomplete_tensors', 'linear_weights',
+           'make_linear_onnx', 'ort_error']
 
 # %% ../nbs/04b_onnx_backend.ipynb #09c1304a
 _ONNX_OPSET, _ONNX_IR_VERSION = 14, 8   # old enough for every onnxruntime >= 1.10 to load
@@ -319,7 +320,7 @@ def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
         arrays = [c[name] for c in converted.values()]
         if name in self.ragged: feeds[name] = np.concatenate([a.ravel() for a in arrays])   # appendix: ragged batching
         else: feeds[name] = concat_requests(arrays, name)[0] if batching else arrays[0]
-    if cfg.batch_input and converted: feeds.update(self._batch_inputs([requests[i] for i in converted]))
+    if converted: feeds.update(batch_inputs(cfg, [requests[i] for i in converted]))
     return feeds, sizes, errors
 
 # %% ../nbs/04b_onnx_backend.ipynb #c48e3f57
@@ -344,7 +345,7 @@ def _scatter(self:ONNXRuntimeInstance, requests:list, results:dict, sizes:list) 
     "One InferenceResponse per good request: its slice of each output it asked for."
     batching, outs, always = self.config.max_batch_size > 0, self.outs, {o.name for o in self.state_out}
     parts = {n: split_batch(a, sizes, n) if batching else [a] for n, a in results.items() if n not in self.batch_outs}
-    parts.update({n: self._scatter_with_input_shape(n, results[n], requests) for n in self.batch_outs if n in results})  # appendix
+    parts.update({n: scatter_with_input_shape(self.config, n, results[n], requests) for n in self.batch_outs if n in results})
     responses = []
     for k, r in enumerate(requests):
         keep = results if r.requested_outputs is None else [n for n in results if n in r.requested_outputs or n in always]
@@ -443,36 +444,6 @@ def auto_complete_config(self:ONNXRuntimeBackend, config:ModelConfig, model_dir:
     if not c.output: c.output = autocomplete_tensors(outputs, c.max_batch_size, ModelOutput)
     return c
 
-# %% ../nbs/04b_onnx_backend.ipynb #0f723eb2
-BATCH_INPUT_DTYPES = {'TYPE_INT32': np.int32, 'TYPE_FP32': np.float32}   # the two a batch input may have
-
-def batch_input_tensor(kind:str,          # a BatchInput kind
-                       shapes:list,       # each request's shape of the source input, batch dimension first
-                       dtype=np.int32,    # the batch input's data_type, as numpy
-                      ) -> np.ndarray:
-    """The model input a `batch_input` of `kind` adds to a batch whose source input has `shapes`, one per request.
-
-    | kind                                       | shape                   | value for `[1, 2]`, `[2, 3]` |
-    |--------------------------------------------|-------------------------|------------------------------|
-    | `BATCH_ELEMENT_COUNT`                      | `[requests]`            | `[2, 6]`                     |
-    | `BATCH_ACCUMULATED_ELEMENT_COUNT`          | `[requests]`            | `[2, 8]`                     |
-    | `BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO`| `[requests + 1]`        | `[0, 2, 8]`                  |
-    | `BATCH_MAX_ELEMENT_COUNT_AS_SHAPE`         | `[max element count]`   | 6 zeros: only the shape says something |
-    | `BATCH_ITEM_SHAPE`                         | `[batch size, rank-1]`  | `[[2], [3], [3]]`: one row per batch item |
-    | `BATCH_ITEM_SHAPE_FLATTEN`                 | `[batch size * (rank-1)]` | `[2, 3, 3]`                |
-    """
-    counts = np.array([int(np.prod(s)) for s in shapes], dtype=np.int64)
-    if kind == 'BATCH_ELEMENT_COUNT': return counts.astype(dtype)
-    if kind == 'BATCH_ACCUMULATED_ELEMENT_COUNT': return np.cumsum(counts).astype(dtype)
-    if kind == 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO': return np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
-    if kind == 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE': return np.zeros(int(counts.max(initial=0)), dtype)
-    items = np.array([list(s[1:]) for s in shapes for _ in range(s[0])], dtype=dtype)
-    rank = len(shapes[-1]) - 1 if shapes else 0   # Triton takes the last request's rank for the shape
-    items = items.reshape(len(items), rank)
-    if kind == 'BATCH_ITEM_SHAPE': return items
-    if kind == 'BATCH_ITEM_SHAPE_FLATTEN': return items.ravel()
-    raise TritonError(f"unexpected batch input kind '{kind}'", 'INVALID_ARG')
-
 # %% ../nbs/04b_onnx_backend.ipynb #63b0062b
 def _check_ragged(config:ModelConfig, io:ModelInput, info:OnnxTensorInfo):
     "The dims rule for an `allow_ragged_batch` input: the model takes it flat, as [-1]."
@@ -482,34 +453,6 @@ def _check_ragged(config:ModelConfig, io:ModelInput, info:OnnxTensorInfo):
     if list(info.dims) != [-1]:
         raise _unable(config, f"configuration expects model provides input with shape [-1]  for ragged input '{io.name}', "
                               f"model provides {format_shape(info.dims)}")
-
-# %% ../nbs/04b_onnx_backend.ipynb #fca0496b
-@patch
-def _batch_inputs(self:ONNXRuntimeInstance, requests:list) -> dict:
-    "{target name: tensor} for the config's batch inputs, computed from the requests' shapes of each source input."
-    feeds = {}
-    for b in self.config.batch_input:
-        shapes = [r.inputs[b.source_input[0]].shape for r in requests]
-        tensor = batch_input_tensor(b.kind, shapes, BATCH_INPUT_DTYPES[b.data_type])
-        feeds.update({t: tensor for t in b.target_name})
-    return feeds
-
-# %% ../nbs/04b_onnx_backend.ipynb #82f8f88d
-@patch
-def _scatter_with_input_shape(self:ONNXRuntimeInstance, name:str, array:np.ndarray, requests:list) -> list:
-    "One piece of a batch output per request, in order, shaped after the request's source input."
-    b, io = self.batch_outs[name], self.outs[name]
-    template = ([-1] if self.config.max_batch_size > 0 else []) + list(io.reshape.shape if io.reshape is not None else io.dims)
-    flat, start, parts = array.ravel(), 0, []
-    for r in requests:
-        source = r.inputs[b.source_input[0]].shape
-        shape = [source[i] if d == -1 else d for i, d in enumerate(template)]
-        n = int(np.prod(shape))
-        if start + n > flat.size:
-            raise TritonError(f"output '{name}' has {flat.size} elements, too few to scatter to the batch's requests", 'INTERNAL')
-        parts.append(flat[start:start + n].reshape(shape))
-        start += n
-    return parts
 
 # %% ../nbs/04b_onnx_backend.ipynb #e778eeba
 def linear_weights(in_features:int=4, out_features:int=2, seed:int=0) -> tuple:
