@@ -14,8 +14,8 @@ from fastcore.basics import patch
 
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
-from .backend import (Backend, InferenceResponse, InstanceArgs, ModelInstance, batch_inputs, control_tensors,
-                                 scatter_with_input_shape, state_tensors)
+from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance, control_tensors, state_tensors
+from .backend import batch_inputs, scatter_with_input_shape   # ragged batching
 from .model_repository import model_path, op_library_path
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ class ONNXRuntimeInstance(ModelInstance):
         self.state_in, self.state_out = state_tensors(cfg)   # implicit state: fed and returned like any tensor
         self.ins, self.outs = [*cfg.input, *control_tensors(cfg), *self.state_in], {o.name: o for o in [*cfg.output, *self.state_out]}
         self.ragged = {i.name for i in cfg.input if i.allow_ragged_batch}             # ragged batching (appendix)
-        self.batch_outs = {t: b for b in cfg.batch_output for t in b.target_name}
+        self.batch_outs = {t for b in cfg.batch_output for t in b.target_name}
         self.timing = (0, 0, 0)
 
     def execute(self, requests:list) -> list:

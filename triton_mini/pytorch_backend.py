@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 
-from .backend import (Backend, InstanceArgs, ModelInstance, batch_error, batch_inputs, responses_by_rows,
-                                 scatter_with_input_shape, state_tensors)
+from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows, state_tensors
+from .backend import batch_inputs, scatter_with_input_shape   # ragged batching
 from .model_config import ModelConfig
 from .tensors import TritonError, format_shape
 
