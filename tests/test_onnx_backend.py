@@ -17,7 +17,7 @@ from triton_mini.tensors import TritonError
 from triton_mini.server import TritonServer
 from triton_mini.config_parser import parse_config
 from triton_mini.model_config_utils import autofill_config
-from triton_mini.backend import InferenceRequest, InstanceArgs
+from triton_mini.backend import InferenceRequest, InstanceArgs, batch_input_tensor
 from triton_mini.onnx_backend import (ONNXRuntimeBackend, ONNXRuntimeInstance, linear_weights, make_add_sub_onnx,
                                       make_linear_onnx, make_onnx_model, save_onnx)
 
@@ -280,10 +280,88 @@ def test_missing_and_broken_model_files(tmp_path):
     with pytest.raises(TritonError) as e: load(d, add_sub_config())
     assert e.value.code == 'INTERNAL' and e.value.message.startswith('onnx runtime error ')
 
-def test_ragged_batching_is_refused(tmp_path):
+# ---------------------------------------------------------------------------------------------------------------
+# Ragged batching: a ragged input concatenated flat, batch inputs computed from the batch, a scattered batch output
+
+RAGGED = '''name: "ragged" platform: "onnxruntime_onnx" max_batch_size: 8
+input [ { name: "VALUES" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [ { kind: KIND target_name: "B" data_type: TYPE_FP32 source_input: "VALUES" } ]
+output [ { name: "DOUBLED" data_type: TYPE_FP32 dims: [ -1 ] } ]
+batch_output [ { target_name: "DOUBLED" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "VALUES" } ]'''
+
+def ragged_onnx(path, b_shape=('m',), values_shape=('total',)):
+    "DOUBLED = VALUES + VALUES (flat); the batch input B comes back as BOUT, unscattered, for the test to read."
+    nodes = [helper.make_node('Add', ['VALUES', 'VALUES'], ['DOUBLED']), helper.make_node('Identity', ['B'], ['BOUT'])]
+    return save_onnx(make_onnx_model(nodes, [('VALUES', np.float32, values_shape), ('B', np.float32, b_shape)],
+                                     [('DOUBLED', np.float32, values_shape), ('BOUT', np.float32, b_shape)]), path)
+
+# requests of VALUES [1, 2], [1, 4], [1, 1], [1, 3] (as in Triton's L0_batch_input), and what B is for each kind
+BATCH_INPUT_KINDS = {
+    'BATCH_ELEMENT_COUNT': [2, 4, 1, 3],
+    'BATCH_ACCUMULATED_ELEMENT_COUNT': [2, 6, 7, 10],
+    'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO': [0, 2, 6, 7, 10],
+    'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE': [0, 0, 0, 0],            # only the shape, [max element count], says something
+    'BATCH_ITEM_SHAPE': [[2], [4], [1], [3]],                    # [batch size, rank - 1]
+    'BATCH_ITEM_SHAPE_FLATTEN': [2, 4, 1, 3],
+}
+
+@pytest.mark.parametrize('kind', BATCH_INPUT_KINDS)
+def test_each_batch_input_kind_reaches_the_model_and_the_ragged_input_runs_flat(tmp_path, kind):
+    d = write_model(tmp_path, 'ragged', None, lambda p: ragged_onnx(p, ('m', 1) if kind == 'BATCH_ITEM_SHAPE' else ('m',)))
+    inst = load(d, RAGGED.replace('KIND', kind))
+    reqs = [request('ragged', VALUES=np.full((1, n), n, np.float32)) for n in (2, 4, 1, 3)]
+    feeds, sizes, errors = inst._gather(reqs)
+    assert feeds['VALUES'].tolist() == [2, 2, 4, 4, 4, 4, 1, 3, 3, 3] and sizes == [1, 1, 1, 1] and not errors
+    assert feeds['B'].dtype == np.float32 and feeds['B'].tolist() == BATCH_INPUT_KINDS[kind]
+    responses = inst.execute(reqs)
+    assert [r.error for r in responses] == [None] * 4
+    assert [r['DOUBLED'].tolist() for r in responses] == [[[2 * n] * n] for n in (2, 4, 1, 3)]
+
+def test_batch_input_tensor_int32_and_multi_row_requests():
+    assert batch_input_tensor('BATCH_ELEMENT_COUNT', [(1, 2), (2, 3)]).dtype == np.int32
+    assert batch_input_tensor('BATCH_ITEM_SHAPE', [(2, 1, 2), (1, 1, 2), (1, 2, 2)]).tolist() == [[1, 2], [1, 2], [1, 2], [2, 2]]
+    assert batch_input_tensor('BATCH_ITEM_SHAPE_FLATTEN', [(1, 4, 1), (1, 1, 2)]).tolist() == [4, 1, 1, 2]
+    assert batch_input_tensor('BATCH_MAX_ELEMENT_COUNT_AS_SHAPE', [(1, 2), (2, 3)]).shape == (6,)
+
+def test_batch_output_scatters_with_each_requests_input_shape(tmp_path):
+    d = write_model(tmp_path, 'ragged', None, ragged_onnx)
+    inst = load(d, RAGGED.replace('KIND', 'BATCH_ELEMENT_COUNT'))
+    reqs = [request('ragged', VALUES=np.arange(6, dtype=np.float32).reshape(2, 3)), request('ragged', VALUES=[[7.0]])]
+    out = inst.execute(reqs)
+    assert [o['DOUBLED'].shape for o in out] == [(2, 3), (1, 1)]
+    assert out[0]['DOUBLED'].tolist() == [[0, 2, 4], [6, 8, 10]] and out[1]['DOUBLED'].tolist() == [[14]]
+
+def test_a_batch_input_the_model_does_not_take_fails_the_load_with_the_count(tmp_path):
     d = write_model(tmp_path, 'add_sub', None, make_add_sub_onnx)
-    with pytest.raises(TritonError, match='ragged batching'):
+    extra = 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT32 source_input: "INPUT0" } ]'
+    with pytest.raises(TritonError) as e: load(d, add_sub_config(extra=extra))
+    assert (e.value.code, e.value.message) == ('INVALID_ARG', "unable to load model 'add_sub', configuration expects 3 inputs, model provides 2")
+
+def test_a_ragged_input_must_be_flat_in_the_model(tmp_path):
+    d = write_model(tmp_path, 'add_sub', None, make_add_sub_onnx)
+    with pytest.raises(TritonError) as e:
         load(d, add_sub_config().replace('dims: [ 4 ] }, { name: "INPUT1"', 'dims: [ 4 ] allow_ragged_batch: true }, { name: "INPUT1"'))
+    assert (e.value.code, e.value.message) == ('INVALID_ARG', "unable to load model 'add_sub', configuration expects model provides "
+                                               "input with shape [-1]  for ragged input 'INPUT0', model provides [-1,4]")
+
+def test_a_ragged_input_cannot_be_optional(tmp_path):
+    "An optional input is an initializer the model lets requests override; ragged, it is refused (max_batch_size 0)."
+    def build(p):
+        w = onnx_numpy_helper.from_array(np.zeros(3, np.float32), 'W')
+        return save_onnx(make_onnx_model([helper.make_node('Add', ['X', 'W'], ['Y'])], [('X', np.float32, [3]), ('W', np.float32, [3])],
+                                         [('Y', np.float32, [3])], [w]), p)
+    d = write_model(tmp_path, 'opt', None, build)
+    config = '''name: "opt" platform: "onnxruntime_onnx" max_batch_size: 0
+    input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "W" data_type: TYPE_FP32 dims: [ 3 ] optional: true allow_ragged_batch: true } ]
+    output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]'''
+    with pytest.raises(TritonError) as e: load(d, config)
+    assert e.value.message == ("unable to load model 'opt', configuration expects model provides input with shape [-1] for "
+                               "ragged input 'W', which is not supported for optional input")
+
+def test_a_batch_output_keeps_its_datatype_check(tmp_path):
+    d = write_model(tmp_path, 'ragged', None, ragged_onnx)
+    with pytest.raises(TritonError, match="configuration expects datatype TYPE_INT32 for output 'DOUBLED', model provides TYPE_FP32"):
+        load(d, RAGGED.replace('KIND', 'BATCH_ELEMENT_COUNT').replace('name: "DOUBLED" data_type: TYPE_FP32', 'name: "DOUBLED" data_type: TYPE_INT32'))
 
 def test_thread_parameters_reach_the_session(tmp_path):
     d = write_model(tmp_path, 'add_sub', None, make_add_sub_onnx)

@@ -337,3 +337,52 @@ def test_a_model_without_the_state_argument_fails_to_load_with_the_count(tmp_pat
     with TritonServer(tmp_path, model_control_mode='explicit', load_models=['acc']) as s:
         failures = s.start()
         assert "unable to load model 'acc', configuration expects 2 inputs, model provides 1" in failures['acc'], failures
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ragged batching: a flat ragged input, batch inputs as forward() arguments, a scattered batch output
+
+class Offsets(torch.nn.Module):
+    "Each request's row: its offset in the flat batch and its element count (from two batch inputs)."
+    def forward(self, VALUES__0: torch.Tensor, STARTS__1: torch.Tensor, COUNTS__2: torch.Tensor) -> torch.Tensor:
+        total = VALUES__0.sum().to(torch.int32).expand(COUNTS__2.shape[0])
+        return torch.stack([STARTS__1[:-1], COUNTS__2, total], dim=1)
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return x * n.max()
+
+
+def ragged_config(inp, batch_inputs, out, out_dims, batch_output=''):
+    bis = ', '.join(f'{{ kind: {k} target_name: "{t}" data_type: {d} source_input: "{inp}" }}' for k, t, d in batch_inputs)
+    return ('backend: "pytorch"\nmax_batch_size: 4\n'
+            f'input [ {{ name: "{inp}" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }} ]\n'
+            f'batch_input [ {bis} ]\n' + io('output', [(out, 'TYPE_FP32' if batch_output else 'TYPE_INT32', out_dims)]) + batch_output)
+
+
+def test_batch_inputs_are_arguments_at_their_index_and_the_ragged_input_is_flat(tmp_path):
+    cfg = ragged_config('VALUES__0', [('BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO', 'STARTS__1', 'TYPE_INT32'),
+                                      ('BATCH_ELEMENT_COUNT', 'COUNTS__2', 'TYPE_INT32')], 'OUT__0', 3)
+    write(tmp_path, 'off', cfg.replace('data_type: TYPE_FP32 dims: [ -1 ] allow', 'data_type: TYPE_INT32 dims: [ -1 ] allow'),
+          torch.jit.script(Offsets()))
+    from triton_mini.backend import InferenceRequest, InstanceArgs
+    from triton_mini.config_parser import parse_config
+    from triton_mini.pytorch_backend import PyTorchInstance
+    inst = PyTorchInstance(InstanceArgs('off', 1, tmp_path / 'off', parse_config((tmp_path / 'off' / 'config.pbtxt').read_text()), 'off_0'))
+    assert inst.input_pos == {'VALUES__0': 0, 'STARTS__1': 1, 'COUNTS__2': 2} and inst.controls == []
+    out = inst.execute([InferenceRequest('off', {'VALUES__0': np.ones((1, n), np.int32)}) for n in (2, 5, 1)])
+    assert [o['OUT__0'].tolist() for o in out] == [[[0, 2, 8]], [[2, 5, 8]], [[7, 1, 8]]]
+
+
+def test_batch_output_scattered_and_a_forgotten_batch_input_refused_with_the_count(tmp_path):
+    scatter = 'batch_output [ { target_name: "y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "x" } ]\n'
+    write(tmp_path, 'sc', ragged_config('x', [('BATCH_MAX_ELEMENT_COUNT_AS_SHAPE', 'n', 'TYPE_FP32')], 'y', -1, scatter),
+          torch.jit.script(Scaled()))
+    write(tmp_path, 'bad', ragged_config('x', [], 'y', -1, scatter).replace('batch_input [  ]\n', ''), torch.jit.script(Scaled()))
+    with TritonServer(tmp_path) as s:
+        failures = s.start()
+        assert failures.keys() == {'bad'} and "unable to load model 'bad', configuration expects 1 inputs, model provides 2" in failures['bad']
+        # one request at a time: n is the batch input of shape [max element count], zeros here, so y is x * 0
+        got = s.infer('sc', {'x': np.arange(3, dtype=np.float32).reshape(1, 3)})['y']
+        assert got.shape == (1, 3) and got.tolist() == [[0, 0, 0]]

@@ -15,9 +15,10 @@ from .model_config import ModelConfig, ModelInput, ModelOutput
 from .tensors import TritonError
 
 # %% auto #0
-__all__ = ['InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend', 'BackendRegistry', 'LazyBackend',
-           'IdentityInstance', 'IdentityBackend', 'ClassificationInstance', 'ClassificationBackend', 'next_token',
-           'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error', 'control_tensors', 'state_tensors']
+__all__ = ['BATCH_INPUT_DTYPES', 'InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend',
+           'BackendRegistry', 'LazyBackend', 'IdentityInstance', 'IdentityBackend', 'ClassificationInstance',
+           'ClassificationBackend', 'next_token', 'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error',
+           'control_tensors', 'state_tensors', 'batch_input_tensor', 'batch_inputs', 'scatter_with_input_shape']
 
 # %% ../nbs/03_backend.ipynb #ea31e1b2
 @dataclass(eq=False, slots=True)
@@ -305,3 +306,56 @@ def state_tensors(config:ModelConfig) -> tuple:
     states = config.sequence_batching.state if config.sequence_batching is not None else []
     return ([ModelInput(name=s.input_name, data_type=s.data_type, dims=list(s.dims)) for s in states],
             [ModelOutput(name=s.output_name, data_type=s.data_type, dims=list(s.dims)) for s in states])
+
+# %% ../nbs/03_backend.ipynb #372a366c
+BATCH_INPUT_DTYPES = {'TYPE_INT32': np.int32, 'TYPE_FP32': np.float32}   # the two a batch input may have
+
+def batch_input_tensor(kind:str,          # a BatchInput kind
+                       shapes:list,       # each request's shape of the source input, batch dimension first
+                       dtype=np.int32,    # the batch input's data_type, as numpy
+                      ) -> np.ndarray:
+    """The model input a `batch_input` of `kind` adds to a batch whose source input has `shapes`, one per request.
+
+    | kind                                        | shape                     | value for `[1, 2]`, `[2, 3]`  |
+    |---------------------------------------------|---------------------------|-------------------------------|
+    | `BATCH_ELEMENT_COUNT`                       | `[requests]`              | `[2, 6]`                      |
+    | `BATCH_ACCUMULATED_ELEMENT_COUNT`           | `[requests]`              | `[2, 8]`                      |
+    | `BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO` | `[requests + 1]`          | `[0, 2, 8]`                   |
+    | `BATCH_MAX_ELEMENT_COUNT_AS_SHAPE`          | `[max element count]`     | 6 zeros: only the shape counts |
+    | `BATCH_ITEM_SHAPE`                          | `[batch size, rank - 1]`  | `[[2], [3], [3]]`: a row per batch item |
+    | `BATCH_ITEM_SHAPE_FLATTEN`                  | `[batch size * (rank - 1)]` | `[2, 3, 3]`                 |
+    """
+    counts = np.array([int(np.prod(s)) for s in shapes], dtype=np.int64)
+    if kind == 'BATCH_ELEMENT_COUNT': return counts.astype(dtype)
+    if kind == 'BATCH_ACCUMULATED_ELEMENT_COUNT': return np.cumsum(counts).astype(dtype)
+    if kind == 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO': return np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
+    if kind == 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE': return np.zeros(int(counts.max(initial=0)), dtype)
+    rank = len(shapes[-1]) - 1 if shapes else 0   # Triton takes the last request's rank for the shape
+    items = np.array([list(s[1:]) for s in shapes for _ in range(s[0])], dtype=dtype).reshape(-1, rank)
+    if kind == 'BATCH_ITEM_SHAPE': return items
+    if kind == 'BATCH_ITEM_SHAPE_FLATTEN': return items.ravel()
+    raise TritonError(f"unexpected batch input kind '{kind}'", 'INVALID_ARG')
+
+# %% ../nbs/03_backend.ipynb #9fda3743
+def batch_inputs(config:ModelConfig, requests:list) -> dict:
+    "{target name: tensor} for the config's batch inputs, from the requests' shapes of each source input."
+    feeds = {}
+    for b in config.batch_input:
+        tensor = batch_input_tensor(b.kind, [r.inputs[b.source_input[0]].shape for r in requests], BATCH_INPUT_DTYPES[b.data_type])
+        feeds.update({t: tensor for t in b.target_name})
+    return feeds
+
+def scatter_with_input_shape(config:ModelConfig, name:str, array:np.ndarray, requests:list) -> list:
+    "One piece of the batch output `name` per request, in order, shaped after the request's source input."
+    source = next(b.source_input[0] for b in config.batch_output if name in b.target_name)
+    io = next(o for o in config.output if o.name == name)
+    template = ([-1] if config.max_batch_size > 0 else []) + list(io.reshape.shape if io.reshape is not None else io.dims)
+    flat, start, parts = np.asarray(array).ravel(), 0, []
+    for r in requests:
+        shape = [r.inputs[source].shape[i] if d == -1 else d for i, d in enumerate(template)]
+        n = int(np.prod(shape))
+        if start + n > flat.size:
+            raise TritonError(f"output '{name}' has {flat.size} elements, too few to scatter to the batch's requests", 'INTERNAL')
+        parts.append(flat[start:start + n].reshape(shape))
+        start += n
+    return parts

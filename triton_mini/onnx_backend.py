@@ -15,6 +15,7 @@ from fastcore.basics import patch
 from .tensors import TritonError, config_to_wire, format_shape, np_dtype, wire_to_config
 from .model_config import ModelConfig, ModelDynamicBatching, ModelInput, ModelOutput, ModelTensorReshape
 from .backend import Backend, InferenceResponse, InstanceArgs, ModelInstance, control_tensors, state_tensors
+from .backend import batch_inputs, scatter_with_input_shape   # ragged batching
 from .model_repository import model_path, op_library_path
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ def _unable(config:ModelConfig, text:str) -> TritonError:
     return TritonError(f"unable to load model '{config.name}', {text}", 'INVALID_ARG')
 
 # %% ../nbs/04b_onnx_backend.ipynb #19adb3b5
-def _check_tensor(config:ModelConfig, io, infos:dict, side:str, exact:bool):
+def _check_tensor(config:ModelConfig, io, infos:dict, side:str, exact:bool, dims_too:bool=True):
     "Name, datatype and dims of one configured input or output against the model."
     if io.name not in infos:
         raise TritonError(f"unexpected inference {side} '{io.name}', allowed {side}s are: {', '.join(sorted(infos))}", 'INVALID_ARG')
@@ -202,6 +203,8 @@ def _check_tensor(config:ModelConfig, io, infos:dict, side:str, exact:bool):
         raise TritonError(f"unsupported datatype {io.data_type} for {side} '{io.name}' for model '{config.name}'", 'INTERNAL')
     if io.data_type != info.config_type:
         raise _unable(config, f"configuration expects datatype {io.data_type} for {side} '{io.name}', model provides TYPE_{info.datatype or '<invalid>'}")
+    if getattr(io, 'allow_ragged_batch', False): return _check_ragged(config, io, info)   # appendix: ragged batching
+    if not dims_too: return
     dims = io.reshape.shape if io.reshape is not None else io.dims
     if not info.dims:
         if any(d != 1 for d in dims):
@@ -213,7 +216,7 @@ def _check_tensor(config:ModelConfig, io, infos:dict, side:str, exact:bool):
 def validate_inputs(config:ModelConfig, inputs:dict, initializers:dict=None):
     "Triton's ValidateInputs: the config's inputs (and implicit state's) against the session's inputs (and overridable initializers)."
     states = control_tensors(config) + state_tensors(config)[0]   # the sequence batcher's tensors are inputs too
-    expected = sum(not i.optional for i in config.input) + len(states)
+    expected = sum(not i.optional for i in config.input) + len(states) + len(config.batch_input)
     if len(inputs) != expected:
         raise _unable(config, f'configuration expects {expected} inputs, model provides {len(inputs)}')
     infos = {**inputs, **(initializers or {})}
@@ -226,7 +229,9 @@ def validate_inputs(config:ModelConfig, inputs:dict, initializers:dict=None):
 # %% ../nbs/04b_onnx_backend.ipynb #e893bfdf
 def validate_outputs(config:ModelConfig, outputs:dict):
     "Triton's ValidateOutputs: every configured output (and implicit state's) exists in the model with the same datatype and dims."
-    for io in [*config.output, *state_tensors(config)[1]]: _check_tensor(config, io, outputs, 'output', exact=True)
+    scattered = {t for b in config.batch_output for t in b.target_name}   # a batch output's shape is not the model's
+    for io in [*config.output, *state_tensors(config)[1]]:
+        _check_tensor(config, io, outputs, 'output', exact=True, dims_too=io.name not in scattered)
 
 # %% ../nbs/04b_onnx_backend.ipynb #47dc730a
 class ONNXRuntimeInstance(ModelInstance):
@@ -234,9 +239,6 @@ class ONNXRuntimeInstance(ModelInstance):
     def __init__(self, args:InstanceArgs):
         super().__init__(args)
         cfg = self.config = args.config
-        if cfg.batch_input or cfg.batch_output or any(i.allow_ragged_batch for i in cfg.input):
-            raise TritonError(f"model '{cfg.name}': ragged batching (batch_input, batch_output, allow_ragged_batch) is not "
-                              "supported by triton_mini's onnxruntime backend", 'UNSUPPORTED')
         self.model_path = model_file(args.version_dir, cfg.default_model_filename, cfg.name)
         self.session = load_session(self.model_path, session_options(cfg, args.model_dir))
         self.run_options = run_options(cfg)
@@ -245,6 +247,8 @@ class ONNXRuntimeInstance(ModelInstance):
         validate_outputs(cfg, self.outputs)
         self.state_in, self.state_out = state_tensors(cfg)   # implicit state: fed and returned like any tensor
         self.ins, self.outs = [*cfg.input, *control_tensors(cfg), *self.state_in], {o.name: o for o in [*cfg.output, *self.state_out]}
+        self.ragged = {i.name for i in cfg.input if i.allow_ragged_batch}             # ragged batching (appendix)
+        self.batch_outs = {t for b in cfg.batch_output for t in b.target_name}
         self.timing = (0, 0, 0)
 
     def execute(self, requests:list) -> list:
@@ -314,7 +318,9 @@ def _gather(self:ONNXRuntimeInstance, requests:list) -> tuple:
     feeds, sizes = {}, [self._batch_size(requests[i]) for i in converted]
     for name in (converted[next(iter(converted))] if converted else {}):
         arrays = [c[name] for c in converted.values()]
-        feeds[name] = concat_requests(arrays, name)[0] if batching else arrays[0]
+        if name in self.ragged: feeds[name] = np.concatenate([a.ravel() for a in arrays])   # appendix: ragged batching
+        else: feeds[name] = concat_requests(arrays, name)[0] if batching else arrays[0]
+    if converted: feeds.update(batch_inputs(cfg, [requests[i] for i in converted]))
     return feeds, sizes, errors
 
 # %% ../nbs/04b_onnx_backend.ipynb #c48e3f57
@@ -338,11 +344,13 @@ def _run(self:ONNXRuntimeInstance, names:list, feeds:dict) -> dict:
 def _scatter(self:ONNXRuntimeInstance, requests:list, results:dict, sizes:list) -> list:
     "One InferenceResponse per good request: its slice of each output it asked for."
     batching, outs, always = self.config.max_batch_size > 0, self.outs, {o.name for o in self.state_out}
-    parts = {n: split_batch(a, sizes, n) if batching else [a] for n, a in results.items()}
+    parts = {n: split_batch(a, sizes, n) if batching else [a] for n, a in results.items() if n not in self.batch_outs}
+    parts.update({n: scatter_with_input_shape(self.config, n, results[n], requests) for n in self.batch_outs if n in results})
     responses = []
     for k, r in enumerate(requests):
         keep = results if r.requested_outputs is None else [n for n in results if n in r.requested_outputs or n in always]
-        responses.append(InferenceResponse({n: _from_model(parts[n][k], outs[n], self.outputs[n], batching) for n in keep}))
+        responses.append(InferenceResponse({n: parts[n][k] if n in self.batch_outs else
+                                            _from_model(parts[n][k], outs[n], self.outputs[n], batching) for n in keep}))
     return responses
 
 # %% ../nbs/04b_onnx_backend.ipynb #32573518
@@ -435,6 +443,16 @@ def auto_complete_config(self:ONNXRuntimeBackend, config:ModelConfig, model_dir:
     if not (c.input or c.batch_input): c.input = autocomplete_tensors(inputs, c.max_batch_size, ModelInput)
     if not c.output: c.output = autocomplete_tensors(outputs, c.max_batch_size, ModelOutput)
     return c
+
+# %% ../nbs/04b_onnx_backend.ipynb #63b0062b
+def _check_ragged(config:ModelConfig, io:ModelInput, info:OnnxTensorInfo):
+    "The dims rule for an `allow_ragged_batch` input: the model takes it flat, as [-1]."
+    if io.optional:
+        raise _unable(config, f"configuration expects model provides input with shape [-1] for ragged input '{io.name}', "
+                              "which is not supported for optional input")
+    if list(info.dims) != [-1]:
+        raise _unable(config, f"configuration expects model provides input with shape [-1]  for ragged input '{io.name}', "
+                              f"model provides {format_shape(info.dims)}")
 
 # %% ../nbs/04b_onnx_backend.ipynb #e778eeba
 def linear_weights(in_features:int=4, out_features:int=2, seed:int=0) -> tuple:

@@ -11,6 +11,7 @@ import numpy as np
 from fastcore.basics import patch
 
 from .backend import Backend, InstanceArgs, ModelInstance, batch_error, responses_by_rows, state_tensors
+from .backend import batch_inputs, scatter_with_input_shape   # ragged batching
 from .model_config import ModelConfig
 from .tensors import TritonError, format_shape
 
@@ -19,8 +20,8 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FORWARD_ARGUMENT', 'NAMED_INDEX', 'STRICT_CONFIG_ORDERING', 'TORCH_TYPES', 'bool_param', 'int_param',
            'torch_options', 'set_thread_counts', 'naming_convention', 'tensor_positions', 'forward_arguments',
-           'sequence_controls', 'check_config', 'state_positions', 'load_module', 'module_outputs', 'PyTorchInstance',
-           'PyTorchBackend', 'parameter_log_lines']
+           'sequence_controls', 'check_config', 'state_positions', 'batch_input_positions', 'load_module',
+           'module_outputs', 'PyTorchInstance', 'PyTorchBackend', 'parameter_log_lines']
 
 # %% ../nbs/04e_pytorch_backend.ipynb #5fde82eb
 _INT = re.compile(r'\s*[+-]?\d+')
@@ -141,7 +142,7 @@ def check_config(cfg:ModelConfig, module) -> tuple:
     "(dict input?, input name -> position, output name -> position): the config checked against `module`."
     controls, (state_in, state_out) = sequence_controls(cfg), state_tensors(cfg)
     is_dict, args = forward_arguments(module)
-    if not is_dict and len(args) != (expected := len(cfg.input) + len(controls) + len(state_in)):
+    if not is_dict and len(args) != (expected := len(cfg.input) + len(controls) + len(state_in) + len(cfg.batch_input)):
         raise TritonError(f"unable to load model '{cfg.name}', configuration expects {expected} inputs, model provides {len(args)}", 'INVALID_ARG')
     if not cfg.input: raise TritonError('model configuration must contain at least one input, none were specified.', 'INTERNAL')
     if not cfg.output: raise TritonError('model configuration must contain at least one output, none were specified.', 'INTERNAL')
@@ -154,7 +155,8 @@ def check_config(cfg:ModelConfig, module) -> tuple:
         log.warning("input '%s' or previous input(s) are neither an input argument to the model '%s' nor do they follow "
                     "the <name>__<index> naming convention. Falling back to enforcing strict ordering from model configuration.", names[-1], cfg.name)
     inputs = {n: i for i, n in enumerate(names)} if is_dict else tensor_positions(names, args)
-    return is_dict, {**controls, **inputs, **state_positions(state_in, names, args, is_dict)}, \
+    return is_dict, {**controls, **inputs, **state_positions(state_in, names, args, is_dict),
+                     **batch_input_positions(cfg, names, args, is_dict)}, \
         {**tensor_positions([o.name for o in cfg.output]), **{o.name: _named_index(o.name) or 0 for o in state_out}}
 
 def state_positions(state_in:list, names:list, args:list, is_dict:bool) -> dict:
@@ -167,6 +169,16 @@ def state_positions(state_in:list, names:list, args:list, is_dict:bool) -> dict:
         if conv == NAMED_INDEX: return _named_index(name) or 0
         return len(names) + i
     return {io.name: pos(i, io.name) for i, io in enumerate(state_in)}
+
+def batch_input_positions(cfg:ModelConfig, names:list, args:list, is_dict:bool) -> dict:
+    "Batch inputs' targets -> position among forward()'s arguments (a dict input: after the inputs, as keys)."
+    conv = None if is_dict else naming_convention(names, args)
+    targets = [t for b in cfg.batch_input for t in b.target_name]
+    def pos(i, name):
+        if conv == FORWARD_ARGUMENT: return args.index(name) if name in args else None
+        if conv == NAMED_INDEX: return _named_index(name) or 0
+        return len(names) + i
+    return {t: p for i, t in enumerate(targets) if (p := pos(i, t)) is not None}
 
 # %% ../nbs/04e_pytorch_backend.ipynb #ab95aa1c
 def _torch():
@@ -231,7 +243,10 @@ class PyTorchInstance(ModelInstance):
         self.state_in, self.state_out = state_tensors(cfg)   # implicit state: one more input and output each
         self.ins = {i.name: i for i in [*cfg.input, *self.state_in]}
         self.outs = {o.name: o for o in [*cfg.output, *self.state_out]}
-        self.controls = [n for n in self.input_pos if n not in self.ins]   # filled in by the sequence batcher
+        self.ragged = {i.name for i in cfg.input if i.allow_ragged_batch}   # ragged batching (appendix)
+        self.batch_outs = {t for b in cfg.batch_output for t in b.target_name}
+        targets = {t for b in cfg.batch_input for t in b.target_name}
+        self.controls = [n for n in self.input_pos if n not in self.ins and n not in targets]   # filled in by the sequence batcher
 
     def _batch_size(self, r) -> int:
         return 1 if self.config.max_batch_size == 0 else int(next(iter(r.inputs.values())).shape[0])
@@ -259,9 +274,11 @@ class PyTorchInstance(ModelInstance):
                 raise TritonError(f"batch size {sum(sizes)} for '{self.name}', max allowed is {cfg.max_batch_size}", 'INTERNAL')
             def joined(name):
                 arrays = [r.inputs[name] for r in requests]
+                if name in self.ragged: return np.concatenate([a.ravel() for a in arrays])   # one flat tensor
                 return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
             feeds = {name: _to_torch(self.torch, joined(name), io) for name, io in self.ins.items()}
             feeds.update({name: self.torch.from_numpy(np.ascontiguousarray(joined(name))) for name in self.controls})
+            feeds.update({name: self.torch.from_numpy(t) for name, t in batch_inputs(cfg, requests).items()})
             t1 = time.perf_counter_ns()
             outs = module_outputs(self._forward(feeds))
             t2 = time.perf_counter_ns()
@@ -271,10 +288,14 @@ class PyTorchInstance(ModelInstance):
                     raise TritonError(f"The output {name} in the model configuration refers to an output index which "
                                       f"doesn't exist. This model has {len(outs)} outputs", 'INVALID_ARG')
                 results[name] = _to_numpy(outs[pos], name, self.outs[name])
+            scattered = {k: results.pop(k) for k in self.batch_outs}   # batch outputs: cut by their source input's shapes
             wanted = [k for k in results if any(r.requested_outputs is None or k in r.requested_outputs for r in requests)]
             if batching and (bad := next((k for k in wanted if results[k].shape[0] != sum(sizes)), None)) is not None:
                 raise TritonError(f"output '{bad}' has shape {format_shape(results[bad].shape)}, expected a batch dimension of {sum(sizes)}", 'INTERNAL')
             answers = responses_by_rows(requests, sizes, results, batching, always={o.name for o in self.state_out})
+            for name, array in scattered.items():
+                for a, r, piece in zip(answers, requests, scatter_with_input_shape(cfg, name, array, requests)):
+                    if r.requested_outputs is None or name in r.requested_outputs: a.outputs[name] = piece
         except Exception as e:          # the whole batch fails: every request gets the error, the statistics count a failure
             answers, t1, t2, self.failed = batch_error(requests, e), t0, t0, True
         self.timing = (t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
