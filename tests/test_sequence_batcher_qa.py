@@ -27,7 +27,7 @@ NVIDIA's CI for this trial.
 
 What passes: 16 of the 17, on each of onnx, libtorch and python (the client stops at a trial's first failure, so a
 verdict covers all three backends and their ensembles). test_backlog_same_correlation_id does not end on triton-mini
-(KNOWN_FAILURES says why; not run). test_skip_batch takes ~45 s here (its sequences wait on max_sequence_idle). Two
+(KNOWN_FAILURES says why; not run). test_skip_batch takes ~50 s here, the others 5-8 s each, the module ~2.5 min. Two
 triton-mini fixes made the 16 pass: an ensemble's steps carry its request's correlation id and flags (06_ensemble; every ensemble trial failed
 with "must specify a non-zero or non-empty correlation ID"), and the sequence batcher honours Triton's
 TRITONSERVER_DELAY_SCHEDULER / TRITONSERVER_BACKLOG_DELAY_SCHEDULER testing hook (05b's appendix; without it the delay
@@ -67,7 +67,7 @@ def missing() -> str | None:
     return libtorch_missing()
 
 
-def test_sh() -> str:
+def read_test_sh() -> str:
     return subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'show', f'{TAG}:qa/L0_sequence_batcher/test.sh'],
                           capture_output=True, text=True, check=True).stdout
 
@@ -98,7 +98,7 @@ def delay_env(sh:str, test:str) -> dict:
     return dict(zip(DELAY_VARS, out))
 
 
-SH = test_sh() if not missing() else ''
+SH = read_test_sh() if not missing() else ''
 NO_DELAY_TESTS = default_list(SH, 'NO_DELAY_TESTS') if SH else []
 DELAY_TESTS = default_list(SH, 'DELAY_TESTS') if SH else []
 
