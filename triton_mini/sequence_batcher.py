@@ -4,7 +4,7 @@
 
 # %% ../nbs/05b_sequence_batcher.ipynb #a75dc671
 from __future__ import annotations
-import logging, threading, time
+import logging, os, re, threading, time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'IDLE_GRACE_NS', 'Control', 'controls', 'control_tensor', 'initial_state',
-           'Sequence', 'Pool', 'SequenceBatcher']
+           'Sequence', 'Pool', 'env_count', 'delay_hook', 'SequenceBatcher']
 
 # %% ../nbs/05b_sequence_batcher.ipynb #0565b752
 SEQUENCE_START, SEQUENCE_END = 1, 2    # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
@@ -92,6 +92,17 @@ class Pool:
     def free(self) -> int: return next((i for i, s in enumerate(self.slots) if s is None), -1)
     def __repr__(self): return f'Pool({[s.corrid if s else None for s in self.slots]})'
 
+# %% ../nbs/05b_sequence_batcher.ipynb #8e659d95
+def env_count(name:str) -> int:
+    "The count in environment variable `name`, read as C's atoi reads it (unset or not a number: 0)."
+    m = re.match(r'\s*([+-]?\d+)', os.environ.get(name, ''))
+    return int(m.group(1)) if m else 0
+
+def delay_hook(oldest:bool) -> tuple | None:
+    "(queued requests, backlog requests) to wait for before the first batch, or None: Triton's testing hook (direct only)."
+    n = env_count('TRITONSERVER_DELAY_SCHEDULER')
+    return (n, env_count('TRITONSERVER_BACKLOG_DELAY_SCHEDULER')) if n > 0 and not oldest else None
+
 # %% ../nbs/05b_sequence_batcher.ipynb #af4da7e9
 IDLE_GRACE_NS = 30_000_000   # 30 ms: after a response, the time a client has to send its sequence's next request (see _next_idle_s)
 
@@ -108,6 +119,7 @@ class SequenceBatcher(Scheduler):
         self.client_outputs = {o.name for o in config.output}
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
         self.grace_ns = min(self.idle_ns, IDLE_GRACE_NS)
+        self.delay = delay_hook(self.oldest)   # Triton's testing hook: its appendix
         for s in sb.state: initial_state(s, model_dir, config.max_batch_size > 0)   # a bad data_file fails the load, not a request
         super().__init__(config, instances, stats, clock)
 
@@ -274,7 +286,7 @@ def _take(self:SequenceBatcher):
         while True:
             now = self.clock()
             ready = self._ready(pool)
-            n, wait_ns = self._decide(pool, ready, now)
+            n, wait_ns = (0, None) if self.delay and self._held() else self._decide(pool, ready, now)
             if n and (batch := self._form(pool, ready[:n])): return batch
             if n: continue              # every chosen request failed to prepare (and was answered): look again
             if self._stopping and not ready and not any(s.pending for s in self.sequences.values()): return None
@@ -347,6 +359,16 @@ def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
     seq.pending.remove(req); self.stats.pending -= 1
     if not seq.pending and not seq.busy: self._release(seq)
     return True
+
+# %% ../nbs/05b_sequence_batcher.ipynb #54a20c53
+@patch
+def _held(self:SequenceBatcher) -> bool:
+    "Whether the delay hook still holds every batch back; the first time it does not, it is gone (the lock is held)."
+    queued = sum(len(s.pending) for s in self.sequences.values() if s.pool is not None)
+    backlog = sum(len(s.pending) for s in self.backlog)
+    if not self._stopping and (queued < self.delay[0] or backlog < self.delay[1]): return True
+    self.delay = None
+    return False
 
 # %% ../nbs/05b_sequence_batcher.ipynb #9772879f
 @patch
