@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'IDLE_GRACE_NS', 'Control', 'controls', 'control_tensor', 'initial_state',
-           'Sequence', 'Pool', 'env_count', 'delay_hook', 'SequenceBatcher']
+           'Sequence', 'Pool', 'SequenceBatcher']
 
 # %% ../nbs/05b_sequence_batcher.ipynb #0565b752
 SEQUENCE_START, SEQUENCE_END = 1, 2    # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
@@ -93,6 +93,7 @@ class Pool:
     def __repr__(self): return f'Pool({[s.corrid if s else None for s in self.slots]})'
 
 # %% ../nbs/05b_sequence_batcher.ipynb #8e659d95
+# Triton's testing hooks (appendix "Triton's testing hooks"), read when the batcher is made
 def env_count(name:str) -> int:
     "The count in environment variable `name`, read as C's atoi reads it (unset or not a number: 0)."
     m = re.match(r'\s*([+-]?\d+)', os.environ.get(name, ''))
