@@ -400,9 +400,14 @@ def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, d
     """`python3 -m pytest --junitxml=XML TARGET [ARGS]` in the subtest's folder: {test name: (outcome, message)}, outcome one of
     passed/failed/error/skipped, plus '__output__' with the client's output."""
     targets = [target] if not deselect else [f'{target}::{t}' for t in client_tests(folder / target) if t not in deselect]
-    r = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-p', 'no:randomly', '-o', 'addopts=',
-                        f'--junitxml={xml}', *targets, *args], cwd=folder, capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, **CLIENT_ENV, **(env or {})})
+    # faulthandler_timeout: a case that hangs prints every thread's stack (which wait never returned) while it hangs
+    argv = [sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-p', 'no:randomly', '-o', 'addopts=',
+            '-o', f'faulthandler_timeout={max(60, int(timeout / 4))}', f'--junitxml={xml}', *targets, *args]
+    try: r = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **CLIENT_ENV, **(env or {})})
+    except subprocess.TimeoutExpired as e:   # its output so far says which case hung and where (bytes, whatever text=)
+        said = [o.decode(errors='replace') if isinstance(o, bytes) else o or '' for o in (e.stdout, e.stderr)]
+        return {'__output__': ('', f'no exit within {timeout:.0f} s; the client printed:\n{said[0][-4000:]}\n{said[1][-8000:]}')}
     results = {'__output__': ('', r.stdout[-6000:] + r.stderr[-3000:])}
     if not xml.exists(): return results
     for case in ET.parse(xml).getroot().iter('testcase'):

@@ -378,7 +378,7 @@ def _start(self:StubModelInstance):
     "Start the stub, hand it the instance's arguments, wait for `ready` (or the error of `initialize`)."
     self.proc, self.work, self.side = spawn_stub(*execution_env(self.args.config, self.args.model_dir))
     self._send_lock, self._read_lock, self._gone = threading.Lock(), threading.Lock(), False
-    self._work_seen, self._order = 0, threading.Condition()   # `work` messages handled; `side` waits for them
+    self._work_seen, self._side_seen, self._order = 0, 0, threading.Condition()   # handled on each; each waits for the other
     self._ready = Future()
     threading.Thread(target=self._read, name=f'triton_mini:{self.name}:stub', daemon=True).start()
     self._watch_exit()
@@ -403,16 +403,22 @@ def _read(self:StubModelInstance):
         except (EOFError, OSError): break
         if self._work_seen < before:
             with self._order: self._order.wait_for(lambda: self._work_seen >= before or self._gone)
-        if self._gone or not self._handle(msg): break
+        ok = not self._gone and self._handle(msg)
+        self._side_seen += 1
+        with self._order: self._order.notify_all()
+        if not ok: break
     self._gone = True
+    with self._order: self._order.notify_all()
     self._died()
 
 @patch
 def _read_work(self:StubModelInstance) -> bool:
-    "Receive one message of `work` and act on it; False when the stub is gone."
-    try: msg = recv_message(self.work)
+    "Receive one message of `work` and act on it, after the `side` messages sent before it; False when the stub is gone."
+    try: before, msg = recv_message(self.work)
     except (EOFError, OSError): msg = None
-    ok = msg is not None and self._handle(msg)
+    if msg is not None and self._side_seen < before:
+        with self._order: self._order.wait_for(lambda: self._side_seen >= before or self._gone)
+    ok = msg is not None and not self._gone and self._handle(msg)
     self._work_seen += 1
     if not ok: self._gone = True
     with self._order: self._order.notify_all()
@@ -565,16 +571,19 @@ class Stub:
     "The stub's side: one model instance, driven by the messages of its server."
     def __init__(self, work:Channel, side:Channel):
         self.work, self.side, self.lock, self.instance = work, side, threading.Lock(), None
-        self.in_batch, self.sent_work = False, 0   # where `send` goes, and how many went on `work` (see below)
+        self.in_batch, self.sent = False, {'work': 0, 'side': 0}   # where `send` goes; how many went on each (see below)
         self.calls, self.bls, self._ids = {}, {}, itertools.count()   # what the model asked of the server, by id
         self.running = {}   # batch id -> its requests, while the model may still answer them (for `cancel`)
         self.early, self.last_batch, self.run_lock = set(), -1, threading.Lock()   # cancels that overtook their batch
 
     def send(self, msg):
-        "To the server: on `work` while a batch runs, else on `side`, with the count of `work` messages before it."
-        with self.lock:
-            if self.in_batch: send_message(self.work, msg); self.sent_work += 1
-            else: send_message(self.side, (self.sent_work, msg))
+        "To the server: on `work` while a batch runs, else on `side`, with the count of the other's messages before it."
+        with self.lock: self._send_on('work' if self.in_batch else 'side', msg)
+
+    def _send_on(self, channel:str, msg):
+        "(Under `lock`.) `msg` on `channel`, tagged with how many messages went on the other channel before it."
+        send_message(getattr(self, channel), (self.sent['side' if channel == 'work' else 'work'], msg))
+        self.sent[channel] += 1
 
     def serve(self):
         "Initialize, then execute batches until `finalize` (or until the server goes away)."
@@ -643,7 +652,7 @@ def _execute(self:Stub, batch_id:int, wire_requests:list):
     done = self._run_one(batch_id, wire_requests)
     with self.lock:   # the batch's last message on `work`
         self.in_batch = False
-        send_message(self.work, done); self.sent_work += 1
+        self._send_on('work', done)
 
 @patch
 def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
@@ -947,7 +956,7 @@ def _execute_many(self:Stub, batches:list):
     dones = [self._run_one(batch_id, wire) for batch_id, wire in batches]
     with self.lock:
         self.in_batch = False
-        send_message(self.work, ('done_many', dones)); self.sent_work += 1
+        self._send_on('work', ('done_many', dones))
 
 # %% ../nbs/04c_stub_process.ipynb #1318a890
 @patch
