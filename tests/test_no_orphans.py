@@ -4,7 +4,7 @@ leave them running: the harness's servers run in sessions of their own, and an o
 harness in a child process that stands in for pytest, SIGKILLs that process, and waits for the server's processes
 to be gone (`triton_servers.guard`: the reaper). The session guard (`strangers_on_default_ports`) is checked on a
 port of its own, with a lock file of its own."""
-import contextlib, fcntl, json, os, signal, subprocess, sys
+import contextlib, fcntl, json, os, shutil, signal, subprocess, sys
 
 import psutil
 import pytest
@@ -100,6 +100,48 @@ def test_ray_workers_die_with_their_starter(tmp_path):
     repo = ts.copy_models(tmp_path / 'models', 'conformance/add_sub')
     pids = kill_the_starter(RAY_USER.format(tests=str(ts.TESTS), repo=str(repo)), 'Ray')
     assert len(pids) >= 5, f'expected the driver, GCS, raylet and workers, saw {pids}'
+
+
+# test_ray_serve's `ray start --head` cluster: prints the session `ray start` ran in, its processes (the guard's view),
+# and those naming the cluster's temp dir or GCS port (_stop_cluster's view), then waits to be killed.
+RAY_CLUSTER_USER = """
+import json, os, sys, tempfile, time
+sys.path.insert(0, {tests!r})
+import psutil, triton_servers as ts, test_ray_serve as trs
+gcs, temp_dir = ts.free_port(), tempfile.mkdtemp(prefix='ray', dir='/tmp')
+sid = trs._start_cluster(temp_dir, gcs, {{**os.environ, 'RAY_AUTH_MODE': 'disabled'}})
+time.sleep(3)   # the raylet starts its workers
+def session(p):
+    try: return os.getsid(p.pid)
+    except OSError: return None
+members = [p.pid for p in psutil.process_iter() if session(p) == sid]
+print(json.dumps([members, [p.pid for p in trs._cluster_processes(temp_dir, gcs)], temp_dir]), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_ray_cluster_dies_with_its_starter():
+    """test_ray_serve's `ray start --head` (through `popen`): every process of the cluster runs in the session `ray
+    start` ran in, which the guard SIGKILLs when its starter dies; `ray start` itself has exited by then."""
+    pytest.importorskip('ray', reason='the ray extra is not installed')
+    pytest.importorskip('tritonclient.http')   # test_ray_serve's imports
+    starter = subprocess.Popen([sys.executable, '-c', RAY_CLUSTER_USER.format(tests=str(ts.TESTS))], stdout=subprocess.PIPE, text=True)
+    members, named, temp_dir = [], [], None
+    try:
+        line = starter.stdout.readline()
+        assert line, f'the starter exited with {starter.wait()} before its cluster was up'
+        members, named, temp_dir = json.loads(line)
+        assert named and set(named) <= set(members), (named, members)   # no process of the cluster outside the session
+        assert len(members) >= 3, f'expected GCS, raylet and more, saw {members}'
+        starter.send_signal(signal.SIGKILL); starter.wait()
+        ts.wait_until(lambda: all(gone(p) for p in members), 30, f'the Ray processes {members} to end with their starter')
+    finally:
+        if starter.poll() is None: starter.kill(); starter.wait()
+        for pid in members:
+            if not gone(pid):
+                with contextlib.suppress(ProcessLookupError): os.kill(pid, signal.SIGKILL)
+        if temp_dir: shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 POPEN_USER = """
