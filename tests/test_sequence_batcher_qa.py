@@ -51,14 +51,14 @@ INITIAL_STATE_ZERO=1 (`*_initial_state` items; BACKENDS=onnx, the only backend t
 """
 from __future__ import annotations
 
-import importlib.util, io, os, re, shutil, subprocess, sys, tarfile
+import importlib.util, io, os, re, subprocess, sys, tarfile
 from pathlib import Path
 
 import pytest
 
 import triton_python_qa as pyqa
 from test_libtorch_qa import ON_CPU, SERVER_REPO, TAG, missing as libtorch_missing
-from triton_servers import MiniProcess, skip_or_fail
+from triton_servers import skip_or_fail
 
 BACKENDS = 'onnx libtorch python'
 DELAY_VARS = ('TRITONSERVER_DELAY_SCHEDULER', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER')
@@ -158,15 +158,10 @@ def staged_implicit(tmp_path_factory):
 def run_qa_test(staged, test:str, delays:dict) -> tuple:
     "A fresh server on models0 with `delays` in its environment and the client's: (the client's verdict, report)."
     where, env = staged
-    with pyqa.default_ports():
-        server = MiniProcess(where / 'models0', '--log-verbose=1', fixed_ports=(8000, 8001, None), metrics=False, env=delays, timeout=300)
-        try:
-            client = subprocess.run([sys.executable, 'sequence_batcher_test.py', f'SequenceBatcherTest.{test}', '-v'], cwd=where,
-                                    env={**env, **delays}, capture_output=True, text=True, timeout=900)
-        finally: server.stop()
-    report = client.stdout + client.stderr
-    verdict = dict(re.findall(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', report, re.M)).get(test)
-    return verdict, report[-6000:] + '\nserver log:\n' + server.log()[-3000:]
+    outcomes, report = pyqa.served_unittest(where / 'models0', where, ['sequence_batcher_test.py', f'SequenceBatcherTest.{test}'],
+                                            '--log-verbose=1', grpc=True, env={**env, **delays}, timeout=900,
+                                            server_env=delays, start_timeout=300)
+    return outcomes.get(test), report[-9000:]
 
 
 def cases(tests): return [pytest.param(t, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[t], run=False)) if t in KNOWN_FAILURES else t

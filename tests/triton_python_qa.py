@@ -426,12 +426,15 @@ def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, d
 VERBOSE_VERDICT = re.compile(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', re.M)   # unittest -v: `test_x (module.Class.test_x) ... ok`
 
 
-def serve_and_run(models:Path, folder:Path, argv, *flags, grpc:bool=False, env=None, timeout:float=300):
+def serve_and_run(models:Path, folder:Path, argv, *flags, grpc:bool=False, env=None, timeout:float=300,
+                  server_env=None, start_timeout:float=120):
     """triton-mini on `models` with `flags`, on Triton's default ports (HTTP 8000, and gRPC 8001 with `grpc`; no metrics)
-    under their lock, while `python ARGV` runs once in `folder` (`env`: the client's environment, None for ours):
-    (the client's CompletedProcess, the stopped server, whose log() is there to read)."""
+    under their lock, while `python ARGV` runs once in `folder` (`env`: the client's environment, None for ours;
+    `server_env`: variables added to the server's): (the client's CompletedProcess, the stopped server, whose log() is
+    there to read)."""
     with default_ports():
-        server = MiniProcess(models, *flags, fixed_ports=(8000, 8001 if grpc else None, None), grpc=grpc, metrics=False)
+        server = MiniProcess(models, *flags, fixed_ports=(8000, 8001 if grpc else None, None), grpc=grpc, metrics=False,
+                             env=server_env, timeout=start_timeout)
         try: client = subprocess.run([sys.executable, *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
         finally: server.stop()
     return client, server
