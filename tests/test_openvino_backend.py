@@ -101,12 +101,26 @@ def test_ir_model_batched_requests_run_as_one_inference(server):
     assert list(server.infer('add_sub', {'INPUT0': x[:1], 'INPUT1': y[:1]}, outputs=['OUTPUT1']).outputs) == ['OUTPUT1']
 
 
-def test_onnx_model_read_by_openvino_equals_onnxruntime(server, repo):
+def dense_answers(repo, x) -> tuple:
+    """The dense model's `y` for `x` from OpenVINO itself (compiled as the backend compiles it: no properties) and from
+    onnxruntime, and how close OpenVINO can come to onnxruntime on this CPU: OpenVINO's CPU plugin infers in bf16 by
+    default where the CPU has bf16 instructions (this machine's AMD EPYC has AVX512_BF16: differences of ~0.006 seen),
+    and Triton's openvino backend leaves that default alone unless HINT_BF16 (src/openvino.cc, r24.10)."""
     ort = pytest.importorskip('onnxruntime')
+    path = str(repo / 'dense' / '1' / 'model.onnx')
+    compiled = ov.Core().compile_model(path, 'CPU')
+    own = compiled({'x': x})[compiled.output(0)]
+    precision = str(compiled.get_property('INFERENCE_PRECISION_HINT'))
+    tolerance = 1e-5 if precision == 'f32' else 3e-2   # bf16/f16: 8/11 bits of mantissa through a Gemm and a Tanh
+    return own, ort.InferenceSession(path, providers=['CPUExecutionProvider']).run(None, {'x': x})[0], tolerance
+
+
+def test_onnx_model_read_by_openvino_equals_onnxruntime(server, repo):
     x = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
-    want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': x})[0]
+    own, want, tolerance = dense_answers(repo, x)
     got = server.infer('dense', {'x': x})['y']
-    assert got.shape == (7, 3) and np.allclose(got, want, atol=1e-5)
+    assert got.shape == (7, 3) and np.allclose(got, own, rtol=0, atol=1e-6)   # OpenVINO's own answer
+    assert np.allclose(got, want, atol=tolerance)                              # and onnxruntime's, as closely as the precision allows
 
 
 def test_static_model_reshaped_by_reshape_io_layers(server):
@@ -185,11 +199,12 @@ def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
     """The `triton-mini` command serves the IR and the ONNX model to Triton's own HTTP and gRPC clients: batched (one
     request, then two concurrent ones the dynamic batcher may join) and unbatched (RESHAPE_IO_LAYERS)."""
     import tritonclient.http as httpclient, tritonclient.grpc as grpcclient
-    ort = pytest.importorskip('onnxruntime')
     s = mini_process(repo, '--model-control-mode=explicit', '--load-model=add_sub', '--load-model=dense', '--load-model=unbatched')
     x, y = rows(3, seed=4)
     d = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
-    want = ort.InferenceSession(str(repo / 'dense' / '1' / 'model.onnx'), providers=['CPUExecutionProvider']).run(None, {'x': d})[0]
+    own, want, tolerance = dense_answers(repo, d)
+    assert np.allclose(own, want, atol=tolerance)
+    want = own   # served: OpenVINO's own answer, whatever precision this CPU gives it
     for module, port in ((httpclient, s.http_port), (grpcclient, s.grpc_port)):
         c = module.InferenceServerClient(f'127.0.0.1:{port}')
         ins = []
@@ -203,11 +218,11 @@ def test_served_over_http_and_grpc_with_tritonclient(repo, mini_process):
         def dense(part):               # a client per thread: tritonclient.http's gevent client stays in its thread
             i = module.InferInput('x', list(part.shape), 'FP32'); i.set_data_from_numpy(part)
             return module.InferenceServerClient(f'127.0.0.1:{port}').infer('dense', [i]).as_numpy('y')
-        assert np.allclose(dense(d), want, atol=1e-5), module.__name__
+        assert np.allclose(dense(d), want, atol=1e-6), module.__name__
         with ThreadPoolExecutor(2) as pool: halves = list(pool.map(dense, (d[:2], d[2:])))
-        assert np.allclose(np.concatenate(halves), want, atol=1e-5), module.__name__
+        assert np.allclose(np.concatenate(halves), want, atol=1e-6), module.__name__
     i = httpclient.InferInput('x', [6, 5], 'FP32'); i.set_data_from_numpy(d, binary_data=False)           # JSON tensors too
-    assert np.allclose(httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}').infer('dense', [i]).as_numpy('y'), want, atol=1e-5)
+    assert np.allclose(httpclient.InferenceServerClient(f'127.0.0.1:{s.http_port}').infer('dense', [i]).as_numpy('y'), want, atol=1e-6)
     status, _, body = http(s.http_port, 'GET', '/v2/models/add_sub/config')
     assert status == 200 and json.loads(body)['backend'] == 'openvino'
 
