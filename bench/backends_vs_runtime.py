@@ -3,7 +3,11 @@
 of any server), on one model per backend that takes a millisecond or more, at c=1 and c=8.
 
 For each backend whose runtime is installed (onnxruntime; torch, openvino, treelite with their extras): the model is
-made here (no weights committed), the runtime is called directly from `c` threads for `--seconds`, then the same
+made here (no weights committed), the runtime is called directly from `c` threads for `--seconds` (on as many copies of
+the model as the server has instances, shared round-robin by the threads: each instance loads its own copy, and two copies
+of the MLP's weights do not fit the cache as one does, which costs the direct loop 25-35% of its CPU per call on this
+machine with torch; before 2026-12-07 the floor had one copy per thread for onnx and openvino and one in all for
+pytorch and fil), then the same
 inputs go to `triton-mini` through tritonclient.http (binary tensors, one connection per thread; or tritonclient.grpc,
 one channel per thread, with `--protocols grpc`) for as long. The
 report: calls/s both ways and the server's share (1 - served/direct); the CPU each call cost both ways (this process,
@@ -52,7 +56,8 @@ def onnx_model(folder:Path):
 
 
 def setups(names, threads:int=0) -> dict:
-    """name -> (config text, make(folder), direct() -> a callable running one request's rows, input name[, rows]).
+    """name -> (config text, make(folder), direct, input name[, rows]). `direct()` loads one copy of the runtime's model
+    and returns `for_thread()`, which gives one calling thread its callable running one request's rows on that copy.
     `threads` > 0: each runtime call uses that many threads, directly and served (the runtime's own parameter)."""
     out = {}
     def param(key): return f'parameters [{{ key: "{key}" value: {{ string_value: "{threads}" }} }}]\n' if threads else ''
@@ -63,7 +68,7 @@ def setups(names, threads:int=0) -> dict:
             so = ort.SessionOptions()
             if threads: so.intra_op_num_threads = threads
             s = ort.InferenceSession(str(onnx_path), so, providers=['CPUExecutionProvider'])
-            return lambda: s.run(['OUTPUT0'], {'INPUT0': X})
+            return lambda: lambda: s.run(['OUTPUT0'], {'INPUT0': X})   # Run is thread-safe: threads share the session
         onnx_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
         onnx_model(onnx_path.parent.parent)
         out['onnx'] = ('backend: "onnxruntime"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH) + param('intra_op_thread_count'),
@@ -74,8 +79,10 @@ def setups(names, threads:int=0) -> dict:
             def direct_ov():
                 import openvino as ov
                 c = ov.Core().compile_model(str(ov_path), 'CPU', {'INFERENCE_NUM_THREADS': threads} if threads else {})
-                req = c.create_infer_request()
-                return lambda: req.infer({0: X})
+                def for_thread():
+                    req = c.create_infer_request()   # an infer request serves one thread at a time
+                    return lambda: req.infer({0: X})
+                return for_thread
             ov_path = Path(tempfile.mkdtemp()) / 'm' / '1' / 'model.onnx'
             onnx_model(ov_path.parent.parent)
             out['openvino'] = ('backend: "openvino"\ndefault_model_filename: "model.onnx"\nmax_batch_size: 1024\n' + io % ('INPUT0', WIDTH, 'OUTPUT0', WIDTH)
@@ -88,12 +95,14 @@ def setups(names, threads:int=0) -> dict:
             scripted = torch.jit.script(net)
             def save_pt(f):
                 (f / '1').mkdir(parents=True, exist_ok=True); scripted.save(str(f / '1' / 'model.pt'))
+            pt_path = Path(tempfile.mkdtemp()) / 'model.pt'
+            scripted.save(str(pt_path))
             def direct_pt():
                 if threads: torch.set_num_threads(threads)     # process-wide, as INTRA_OP_THREAD_COUNT is in the server
-                x = torch.from_numpy(X)
+                module, x = torch.jit.load(str(pt_path), map_location='cpu').eval(), torch.from_numpy(X)   # a copy, as each instance loads
                 def call():
-                    with torch.inference_mode(): return scripted(x).numpy()
-                return call
+                    with torch.inference_mode(): return module(x).numpy()
+                return lambda: call
             out['pytorch'] = ('backend: "pytorch"\nmax_batch_size: 1024\n' + io % ('INPUT__0', WIDTH, 'OUTPUT__0', WIDTH) + param('INTRA_OP_THREAD_COUNT'),
                               save_pt, direct_pt, 'INPUT__0')
         except ImportError: print('pytorch: torch not installed, skipped')
@@ -108,7 +117,7 @@ def setups(names, threads:int=0) -> dict:
             def direct_fil():
                 path = Path(tempfile.mkdtemp()) / 'x.json'; booster.save_model(path)
                 forest = treelite.frontend.load_xgboost_model(str(path), format_choice='json')
-                return lambda: treelite.gtil.predict(forest, fx, nthread=threads or -1)
+                return lambda: lambda: treelite.gtil.predict(forest, fx, nthread=threads or -1)
             cfg = ('backend: "fil"\nmax_batch_size: 4096\n' + io % ('input__0', 16, 'output__0', 1)
                    + 'parameters [{ key: "model_type" value: { string_value: "xgboost_json" } },'
                      ' { key: "output_class" value: { string_value: "false" } }'
@@ -168,6 +177,7 @@ def main():
             (repo / name).mkdir(parents=True)
             (repo / name / 'config.pbtxt').write_text(cfg + batching + f'instance_group [{{ count: {count} kind: KIND_CPU }}]\n')
             make(repo / name)
+            copies = [direct() for _ in range(count)]   # the floor holds as many copies of the model as the server
             s = MiniProcess(repo, metrics=False, grpc='grpc' in a.protocols)
             label = (f'{count} instance{"s" if count > 1 else ""}' + (', dynamic batching' if batching else '')
                      + (f', {a.threads} thread{"s" if a.threads > 1 else ""} per call' if a.threads else ''))
@@ -183,7 +193,7 @@ def main():
                         return lambda: c.infer(name, [inp])
                     client(0)()   # warm up, and check it answers
                     for c in a.concurrency:
-                        (d, dcpu, _), (v, vcpu, scpu) = rate(lambda i: direct(), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
+                        (d, dcpu, _), (v, vcpu, scpu) = rate(lambda i: copies[i % count](), c, a.seconds), rate(client, c, a.seconds, [s.proc.pid])
                         rows.append(f'| {name} | {label}, {proto.upper() if proto == "http" else "gRPC"} | {c} | {d:,.0f} | {v:,.0f} | '
                                     f'{1 - v / d:.0%} | {dcpu:.2f} | {vcpu:.2f} | {1 - dcpu / vcpu:.0%} | {scpu:.2f} | {scpu / dcpu - 1:+.0%} |')
                         print(rows[-1], flush=True)

@@ -26,7 +26,7 @@ import pytest
 
 import triton_python_qa as pyqa
 from test_libtorch_qa import SERVER_REPO, TAG, missing as libtorch_missing
-from triton_servers import MiniProcess, skip_or_fail
+from triton_servers import skip_or_fail
 
 BACKENDS = ('onnx', 'libtorch')
 GENERATORS = {'qa_ragged_model_repository': 'gen_qa_ragged_models.py', 'qa_identity_model_repository': 'gen_qa_identity_models.py'}
@@ -80,22 +80,14 @@ def batch_input_run(request, qa_data):
                                'IDENTITY_DATADIR': str(data / 'qa_identity_model_repository')},
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, f"test.sh's loop body failed for {backend}:\n{made.stderr}"
-    with pyqa.default_ports():
-        server = MiniProcess(where / 'models', fixed_ports=(8000, 8001, None), metrics=False)
-        try:
-            client = subprocess.run([sys.executable, 'batch_input_test.py', '-v'], cwd=where,
-                                    capture_output=True, text=True, timeout=300)
-        finally: server.stop()
-    report = client.stdout + client.stderr
-    return dict(re.findall(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', report, re.M)), report + '\nserver log:\n' + server.log()[-3000:]
+    return pyqa.served_unittest(where / 'models', where, ['batch_input_test.py'], grpc=True)   # the client's gRPC: localhost:8001
 
 
 @pytest.mark.slow
 @pytest.mark.default_ports
 @pytest.mark.parametrize('test', TESTS)
 def test_mini_passes_batch_input_qa(batch_input_run, test):
-    outcomes, report = batch_input_run
-    assert outcomes.get(test) == 'ok', f'{test}: {outcomes.get(test)}\n{report[-5000:]}'
+    pyqa.passed(batch_input_run, test)
 
 
 def test_tests_and_loop_follow_the_qa():

@@ -28,7 +28,7 @@ import pytest
 
 import triton_python_qa as pyqa
 from test_libtorch_qa import ON_CPU, SERVER_REPO, TAG, missing as libtorch_missing
-from triton_servers import MiniProcess, skip_or_fail
+from triton_servers import skip_or_fail
 
 BACKENDS = 'onnx libtorch'
 TESTS = ('test_request_output_not_allowed', 'test_request_output')
@@ -64,22 +64,15 @@ def implicit_state_run(tmp_path_factory):
                           env={**os.environ, 'BACKENDS': BACKENDS, 'DATADIR': str(data)}, capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, f"test.sh's loop failed:\n{made.stderr}"
     for config in (where / 'models').glob('*/config.pbtxt'): config.write_text(config.read_text().replace(*ON_CPU))
-    with pyqa.default_ports():
-        server = MiniProcess(where / 'models', fixed_ports=(8000, None, None), grpc=False, metrics=False)
-        try:
-            client = subprocess.run([sys.executable, 'implicit_state.py', *(f'ImplicitStateTest.{t}' for t in TESTS), '-v'],
-                                    cwd=where, env={**os.environ, 'BACKENDS': BACKENDS}, capture_output=True, text=True, timeout=300)
-        finally: server.stop()
-    report = client.stdout + client.stderr
-    return dict(re.findall(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', report, re.M)), report + '\nserver log:\n' + server.log()[-3000:]
+    return pyqa.served_unittest(where / 'models', where, ['implicit_state.py', *(f'ImplicitStateTest.{t}' for t in TESTS)],
+                                env={**os.environ, 'BACKENDS': BACKENDS})
 
 
 @pytest.mark.slow
 @pytest.mark.default_ports
 @pytest.mark.parametrize('test', TESTS)
 def test_mini_passes_implicit_state_qa(implicit_state_run, test):
-    outcomes, report = implicit_state_run
-    assert outcomes.get(test) == 'ok', f'{test}: {outcomes.get(test)}\n{report[-5000:]}'
+    pyqa.passed(implicit_state_run, test)
 
 
 def test_the_cases_are_the_ones_using_onnx_and_libtorch_models():

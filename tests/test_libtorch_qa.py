@@ -14,7 +14,7 @@ requires exactly 3 log lines with the backend's message (one per loaded version)
 PyTorch backend, so the QA's own checks are the judge.
 
 The client hard-codes localhost:8000, so every server here binds the default HTTP port (gRPC and metrics are off),
-under the machine-wide lock the Python-backend QA uses (`triton_python_qa.default_ports`).
+under the machine-wide lock the Python-backend QA uses (`triton_python_qa.serve_and_run`, `served_unittest`).
 
 L0_libtorch_io_names: eight copies of `libtorch_float32_float32_float32` (versions 1 and 3), their tensor names
 rewritten with test.sh's `sed` edits (`IO_NAMES_SEDS`), served together; its unittest client (run with `-v`, so that
@@ -104,12 +104,7 @@ def stage(qa:Path, subtest:str, flag:str) -> Path:
 @pytest.mark.parametrize('subtest,flag', CASES, ids=[f'{s}-{f}' for s, f in CASES])
 def test_mini_passes_libtorch_qa(qa, subtest, flag):
     models = stage(qa, subtest, flag)
-    with pyqa.default_ports():
-        server = MiniProcess(models, '--log-verbose=1', fixed_ports=(8000, None, None), grpc=False, metrics=False)
-        try:
-            client = subprocess.run([sys.executable, '../common/libtorch_infer_client.py'], cwd=qa / subtest,
-                                    capture_output=True, text=True, timeout=300)
-        finally: server.stop()
+    client, server = pyqa.serve_and_run(models, qa / subtest, ['../common/libtorch_infer_client.py'], '--log-verbose=1')
     log = server.log()
     assert client.returncode == 0, f'the client failed:\n{client.stdout[-3000:]}\n{client.stderr[-3000:]}\nserver log:\n{log[-3000:]}'
     message = SUBTESTS[subtest][1][flag]
@@ -160,21 +155,14 @@ def io_names_run(qa):
     for name, edits in IO_NAMES_SEDS.items():
         shutil.copytree(qa.parent / 'qa_model_repository' / 'libtorch_float32_float32_float32', models / name)
         for old, new in [('libtorch_float32_float32_float32', name), *edits]: sed_i(models / name / 'config.pbtxt', old, new)
-    with pyqa.default_ports():
-        server = MiniProcess(models, fixed_ports=(8000, None, None), grpc=False, metrics=False)
-        try: client = subprocess.run([sys.executable, 'io_names_client.py', '-v'], cwd=where, capture_output=True, text=True, timeout=300)
-        finally: server.stop()
-    report = client.stdout + client.stderr
-    outcomes = dict(re.findall(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', report, re.M))
-    return outcomes, report + '\nserver log:\n' + server.log()[-3000:]
+    return pyqa.served_unittest(models, where, ['io_names_client.py'])
 
 
 @pytest.mark.slow
 @pytest.mark.default_ports
 @pytest.mark.parametrize('test', IO_NAMES_TESTS)
 def test_mini_passes_libtorch_io_names(io_names_run, test):
-    outcomes, report = io_names_run
-    assert outcomes.get(test) == 'ok', f'{test}: {outcomes.get(test)}\n{report[-5000:]}'
+    pyqa.passed(io_names_run, test)
 
 
 def test_io_names_table_follows_test_sh(qa_source):

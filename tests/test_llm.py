@@ -209,13 +209,14 @@ def test_openai_shapes_match_llama_cpp_server(served, tmp_path):
     pytest.importorskip('llama_cpp.server.app', reason="llama_cpp.server needs llama-cpp-python's [server] extra")
     from triton_mini.openai_frontend import OpenAIFrontend
     from triton_mini.asgi import HTTPService, bind_socket
-    from triton_servers import free_port
+    from triton_servers import free_port, popen
     server, _ = served
     gguf = example_repository() / 'qwen_gguf' / '1' / 'model.gguf'
     port = free_port()
-    anchor = subprocess.Popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--model_alias', 'qwen_gguf',
-                               '--host', '127.0.0.1', '--port', str(port), '--n_ctx', '512', '--verbose', 'false'],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # popen: guarded, so the anchor dies with this process however it ends (issue 41)
+    anchor = popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(gguf), '--model_alias', 'qwen_gguf',
+                    '--host', '127.0.0.1', '--port', str(port), '--n_ctx', '512', '--verbose', 'false'],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for_http(f'http://127.0.0.1:{port}/v1/models', 120)
         theirs = openai_answers(port, 'qwen_gguf')

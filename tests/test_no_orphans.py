@@ -4,7 +4,7 @@ leave them running: the harness's servers run in sessions of their own, and an o
 harness in a child process that stands in for pytest, SIGKILLs that process, and waits for the server's processes
 to be gone (`triton_servers.guard`: the reaper). The session guard (`strangers_on_default_ports`) is checked on a
 port of its own, with a lock file of its own."""
-import contextlib, fcntl, json, os, signal, subprocess, sys
+import contextlib, fcntl, json, os, shutil, signal, subprocess, sys
 
 import psutil
 import pytest
@@ -102,6 +102,48 @@ def test_ray_workers_die_with_their_starter(tmp_path):
     assert len(pids) >= 5, f'expected the driver, GCS, raylet and workers, saw {pids}'
 
 
+# test_ray_serve's `ray start --head` cluster: prints the session `ray start` ran in, its processes (the guard's view),
+# and those naming the cluster's temp dir or GCS port (_stop_cluster's view), then waits to be killed.
+RAY_CLUSTER_USER = """
+import json, os, sys, tempfile, time
+sys.path.insert(0, {tests!r})
+import psutil, triton_servers as ts, test_ray_serve as trs
+gcs, temp_dir = ts.free_port(), tempfile.mkdtemp(prefix='ray', dir='/tmp')
+sid = trs._start_cluster(temp_dir, gcs, {{**os.environ, 'RAY_AUTH_MODE': 'disabled'}})
+time.sleep(3)   # the raylet starts its workers
+def session(p):
+    try: return os.getsid(p.pid)
+    except OSError: return None
+members = [p.pid for p in psutil.process_iter() if session(p) == sid]
+print(json.dumps([members, [p.pid for p in trs._cluster_processes(temp_dir, gcs)], temp_dir]), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_ray_cluster_dies_with_its_starter():
+    """test_ray_serve's `ray start --head` (through `popen`): every process of the cluster runs in the session `ray
+    start` ran in, which the guard SIGKILLs when its starter dies; `ray start` itself has exited by then."""
+    pytest.importorskip('ray', reason='the ray extra is not installed')
+    pytest.importorskip('tritonclient.http')   # test_ray_serve's imports
+    starter = subprocess.Popen([sys.executable, '-c', RAY_CLUSTER_USER.format(tests=str(ts.TESTS))], stdout=subprocess.PIPE, text=True)
+    members, named, temp_dir = [], [], None
+    try:
+        line = starter.stdout.readline()
+        assert line, f'the starter exited with {starter.wait()} before its cluster was up'
+        members, named, temp_dir = json.loads(line)
+        assert named and set(named) <= set(members), (named, members)   # no process of the cluster outside the session
+        assert len(members) >= 3, f'expected GCS, raylet and more, saw {members}'
+        starter.send_signal(signal.SIGKILL); starter.wait()
+        ts.wait_until(lambda: all(gone(p) for p in members), 30, f'the Ray processes {members} to end with their starter')
+    finally:
+        if starter.poll() is None: starter.kill(); starter.wait()
+        for pid in members:
+            if not gone(pid):
+                with contextlib.suppress(ProcessLookupError): os.kill(pid, signal.SIGKILL)
+        if temp_dir: shutil.rmtree(temp_dir, ignore_errors=True)
+
+
 POPEN_USER = """
 import subprocess, sys, time
 sys.path.insert(0, {tests!r})
@@ -125,6 +167,66 @@ def test_popen_guards_a_server_a_test_starts_itself():
     finally:
         if starter.poll() is None: starter.kill(); starter.wait()
         ts._killpg(leader, signal.SIGKILL)
+
+
+# An inner pytest with two xdist workers: each of its two tests (one a worker: xdist deals so few round robin) starts a
+# registered sleeper that makes a child of its own, writes {worker, its pid, the sleeper's and the child's} to a file,
+# and sleeps. REGISTER is how the sleeper starts: through the harness's guard, or not (to see the test fail).
+XDIST_TESTS = """
+import json, os, subprocess, sys, time
+sys.path.insert(0, {tests!r})
+import psutil, triton_servers as ts
+REGISTER = {register!r}
+SLEEPER = ('import subprocess, sys, time; '
+           'subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]); time.sleep(600)')
+def start_sleeper(name):
+    argv = [sys.executable, '-c', SLEEPER]
+    p = ts.popen(argv) if REGISTER else subprocess.Popen(argv, start_new_session=True)
+    ts.wait_until(lambda: psutil.Process(p.pid).children(), 20, 'the sleeper child')
+    pids = [p.pid, *(c.pid for c in psutil.Process(p.pid).children(recursive=True))]
+    done = {out!r} + '/' + name
+    with open(done + '.tmp', 'w') as f: json.dump({{'worker': os.environ['PYTEST_XDIST_WORKER'], 'pid': os.getpid(), 'sleepers': pids}}, f)
+    os.rename(done + '.tmp', done + '.json')
+    time.sleep(600)
+def test_one(): start_sleeper('one')
+def test_two(): start_sleeper('two')
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kill', ['controller', 'workers', 'group'])
+def test_registered_processes_die_with_an_xdist_run(tmp_path, kill):
+    """The guard under pytest-xdist: each worker is a process of its own with a reaper of its own. SIGKILL the run's
+    controller (its workers lose their channel and end; their reapers then kill), the workers (the controller lives
+    on), or the run's whole process group (`kill -9 -- -PGID`): no registered process survives."""
+    pytest.importorskip('xdist')
+    out = tmp_path / 'started'; out.mkdir()
+    (tmp_path / 'test_sleepers.py').write_text(XDIST_TESTS.format(tests=str(ts.TESTS), out=str(out), register=True))
+    (tmp_path / 'pytest.ini').write_text('[pytest]\n')   # this rootdir: none of the project's addopts
+    run = subprocess.Popen([sys.executable, '-m', 'pytest', '-n', '2', '-p', 'no:cacheprovider', '-p', 'no:randomly', '-q',
+                            'test_sleepers.py'], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)   # a group of its own, as a run started from a shell is
+    started, sleepers = [], []
+    try:
+        ts.wait_until(lambda: len(list(out.glob('*.json'))) == 2 or run.poll() is not None, 120, 'both tests to start their sleepers')
+        started = [json.loads(f.read_text()) for f in sorted(out.glob('*.json'))]
+        assert len(started) == 2, f'the inner run ended with {run.poll()} before both tests started'
+        assert {s['worker'] for s in started} == {'gw0', 'gw1'}, started   # one test a worker
+        workers = [s['pid'] for s in started]
+        sleepers = [pid for s in started for pid in s['sleepers']]
+        assert len(sleepers) == 4 and not any(gone(p) for p in sleepers), sleepers
+        if kill == 'controller': run.send_signal(signal.SIGKILL)
+        elif kill == 'workers':
+            for pid in workers: os.kill(pid, signal.SIGKILL)
+        else: os.killpg(run.pid, signal.SIGKILL)
+        ts.wait_until(lambda: all(gone(p) for p in sleepers), 30, f'the registered sleepers {sleepers} to end with the run')
+        if kill != 'workers': ts.wait_until(lambda: all(gone(p) for p in workers), 30, f'the workers {workers} to end')
+    finally:
+        if run.poll() is None: ts._killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        for pid in sleepers + [s['pid'] for s in started]:   # leave no orphan of our own when it fails
+            if not gone(pid):
+                with contextlib.suppress(ProcessLookupError): os.kill(pid, signal.SIGKILL)
 
 
 def _pgid(pid):

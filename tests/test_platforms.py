@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triton_servers import popen
+
 ROOT = Path(__file__).resolve().parents[1]
 
 WINDOWS = textwrap.dedent('''
@@ -47,8 +49,9 @@ def _env(tmp_path, sitecustomize:str|None) -> dict:
 
 def _run(tmp_path, sitecustomize, prelude, args) -> subprocess.Popen:
     code = f"import sys\n{prelude}from triton_mini.cli import main\nsys.argv = ['triton-mini', *sys.argv[1:]]\nsys.exit(main())"
-    return subprocess.Popen([sys.executable, '-c', code, *args], env=_env(tmp_path, sitecustomize), cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # popen: a session of its own, guarded, so the server and its stubs die with this process however it ends (issue 41)
+    return popen([sys.executable, '-c', code, *args], env=_env(tmp_path, sitecustomize), cwd=tmp_path,
+                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 def _call(port, path, body=None):
     req = urllib.request.Request(f'http://127.0.0.1:{port}{path}', data=None if body is None else json.dumps(body).encode(),
@@ -76,7 +79,7 @@ def _serve_one(tmp_path, sitecustomize, prelude, mode, request) -> str:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None: proc.kill(); proc.communicate()
+        if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.communicate()   # its stubs too
     assert proc.returncode == 0, out
     assert 'Signal (2) received.' in out, out
     assert not [p for p in stubs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], stubs   # the stubs went with it

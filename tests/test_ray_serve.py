@@ -146,9 +146,7 @@ def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_p
     gcs, temp_dir = _free_port(), tempfile.mkdtemp(prefix='ray', dir='/tmp')   # short: Ray's socket paths live in it
     env = {**os.environ, 'PYTHONPATH': str(ROOT), 'RAY_AUTH_MODE': 'disabled'}   # one local cluster: no token to share
     try:
-        started = subprocess.run(['ray', 'start', '--head', f'--port={gcs}', '--num-cpus=2', '--include-dashboard=false',
-                                  f'--temp-dir={temp_dir}'], capture_output=True, text=True, env=env, timeout=120)
-        assert started.returncode == 0, f'ray start failed:\n{started.stderr[-2000:]}'
+        _start_cluster(temp_dir, gcs, env)
         port = _free_port()
         cmd = popen([sys.executable, '-m', 'triton_mini', '--ray', f'--http-port={port}', '--http-address=127.0.0.1',
                      f'--model-repository={ROOT / "model_repository"}', '--model-control-mode=explicit',
@@ -177,12 +175,34 @@ def test_the_command_leaves_no_metrics_board_on_a_cluster_that_outlives_it(tmp_p
         _stop_cluster(temp_dir, gcs)
 
 
+def _start_cluster(temp_dir:str, gcs:int, env:dict) -> int:
+    """`ray start --head` on GCS port `gcs` with `temp_dir`: a local cluster of 2 CPUs that outlives the command; the id of
+    its session. Through
+    `popen`: `ray start` runs in a session of its own, and the processes it leaves running (GCS, raylet, their workers)
+    stay in that session (Ray makes process groups, not sessions), which the guard SIGKILLs when this process ends
+    however it ends (issue 41); `_stop_cluster` stops them otherwise."""
+    import subprocess
+    start = popen(['ray', 'start', '--head', f'--port={gcs}', '--num-cpus=2', '--include-dashboard=false', f'--temp-dir={temp_dir}'],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try: _, err = start.communicate(timeout=120)
+    finally:
+        if start.poll() is None: start.kill(); start.wait()
+    assert start.returncode == 0, f'ray start failed:\n{err[-2000:]}'
+    return start.pid
+
+
+def _cluster_processes(temp_dir:str, gcs:int) -> list:
+    "The processes of the cluster `_start_cluster` made: those naming its temp dir or its GCS address (psutil.Process)."
+    import psutil
+    return [p for p in psutil.process_iter(['cmdline'])
+            if any(temp_dir in a or a.endswith(f':{gcs}') for a in (p.info['cmdline'] or []))]
+
+
 def _stop_cluster(temp_dir:str, gcs:int):
     """Kill the processes of the cluster `ray start` made here: those naming its temp dir or its GCS address. Not
     `ray stop --force`, which kills every Ray process on the machine (another test run's, the user's own cluster)."""
     import psutil
-    ours = [p for p in psutil.process_iter(['cmdline'])
-            if any(temp_dir in a or a.endswith(f':{gcs}') for a in (p.info['cmdline'] or []))]
+    ours = _cluster_processes(temp_dir, gcs)
     for p in ours:
         try: p.kill()
         except psutil.NoSuchProcess: pass

@@ -40,7 +40,7 @@ import dataclasses, io, os, re, shutil, subprocess, sys, tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from triton_servers import default_ports  # noqa: F401  (the one lock on 8000-8002, for every test that binds them)
+from triton_servers import MiniProcess, default_ports  # default_ports: the one lock on 8000-8002, for every test that binds them
 
 TAG = 'v2.51.0'                 # Triton 2.51, the oracle's version
 PYTHON_BACKEND_TAG = 'r24.10'   # its python_backend (PYTHON_BACKEND_REPO_TAG in the 24.10 container)
@@ -418,6 +418,40 @@ def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, d
                 break
         results[case.get('name')] = (outcome, message)
     return results
+
+
+# --------------------------------------------------------------------------------------- a client against triton-mini alone
+# The QA judges whose backends the oracle lacks (libtorch, implicit state, batch input): triton-mini serves the staged
+# models on the ports NVIDIA's clients hard-code while the client runs once, and the client's own checks are the judge.
+VERBOSE_VERDICT = re.compile(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', re.M)   # unittest -v: `test_x (module.Class.test_x) ... ok`
+
+
+def serve_and_run(models:Path, folder:Path, argv, *flags, grpc:bool=False, env=None, timeout:float=300,
+                  server_env=None, start_timeout:float=120):
+    """triton-mini on `models` with `flags`, on Triton's default ports (HTTP 8000, and gRPC 8001 with `grpc`; no metrics)
+    under their lock, while `python ARGV` runs once in `folder` (`env`: the client's environment, None for ours;
+    `server_env`: variables added to the server's): (the client's CompletedProcess, the stopped server, whose log() is
+    there to read)."""
+    with default_ports():
+        server = MiniProcess(models, *flags, fixed_ports=(8000, 8001 if grpc else None, None), grpc=grpc, metrics=False,
+                             env=server_env, timeout=start_timeout)
+        try: client = subprocess.run([sys.executable, *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+        finally: server.stop()
+    return client, server
+
+
+def served_unittest(models:Path, folder:Path, argv, *flags, **kw) -> tuple:
+    """NVIDIA's unittest client, `python ARGV -v`, against triton-mini (`serve_and_run`): ({test: its verdict as -v
+    prints it: ok, FAIL, ERROR, skipped ...}, the client's report followed by the server log's tail)."""
+    client, server = serve_and_run(models, folder, [*argv, '-v'], *flags, **kw)
+    report = client.stdout + client.stderr
+    return dict(VERBOSE_VERDICT.findall(report)), report + '\nserver log:\n' + server.log()[-3000:]
+
+
+def passed(run:tuple, test:str):
+    "Fail unless `test` is `ok` in a `served_unittest` run; the message carries its verdict and the report's tail."
+    outcomes, report = run
+    assert outcomes.get(test) == 'ok', f'{test}: {outcomes.get(test)}\n{report[-5000:]}'
 
 
 # --------------------------------------------------------------------------------------- L0_backend_python/test.sh itself
