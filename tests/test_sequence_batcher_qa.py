@@ -48,9 +48,9 @@ The same trial with IMPLICIT_STATE=1 (test.sh's switch; `*_implicit_state` items
 implicit state, and a string (`object`) model for each backend, which the client adds to its dtypes), staged by the same
 test.sh lines with ENSEMBLES=0 (NVIDIA's generators make no ensembles around these models: gen_qa_model_repository runs
 gen_qa_implicit_models.py without `--ensemble`), the python trial from the implicit onnx configs as test.sh's
-generate_python_models makes it. The same 16 of 17 pass (2026-12-07; the same test does not end). And with
+generate_python_models makes it. All 17 pass there too. And with
 INITIAL_STATE_ZERO=1 (`*_initial_state` items; BACKENDS=onnx, the only backend the QA makes initial-state models for,
-`gen_qa_implicit_models.py --onnx --initial-state zero`), the same 16 of 17 pass.
+`gen_qa_implicit_models.py --onnx --initial-state zero`), all 17 pass.
 """
 from __future__ import annotations
 
