@@ -26,6 +26,9 @@ from triton_mini.server import TritonServer  # noqa: E402
 from triton_mini.tensors import TritonError  # noqa: E402
 
 STEP_S = 0.2   # each diamond step sleeps this long
+QSTEP_MS = 2000   # qstep: one instance, one request per batch, 2 s each; its queue policy lets a request set a timeout
+QUEUE_POLICY = ('dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000000 '
+                'allow_timeout_override: true } }')
 F2 = ('X', 'TYPE_FP32', (2,))
 
 
@@ -72,6 +75,9 @@ def write_serving_repo(root):
     write_model(root, 'vstep', step_config('addv') + '\nversion_policy: { all: { } }', STEP, versions=(1, 2))
     write_model(root, 'ens_v1', ensemble_config([('vstep', {'IN': 'X'}, {'OUT': 'Y'}, 1)]), None)
     write_model(root, 'ens_vlatest', ensemble_config([('vstep', {'IN': 'X'}, {'OUT': 'Y'})]), None)
+    write_model(root, 'qstep', step_config('add1', mbs=1, sleep_ms=QSTEP_MS, batching=QUEUE_POLICY) +
+                '\ninstance_group [ { count: 1 kind: KIND_CPU } ]', STEP)
+    write_model(root, 'ens_q', ensemble_config([('qstep', {'IN': 'X'}, {'OUT': 'Y'})], mbs=1), None)
     write_mixed_batching(root)
 
 
@@ -236,6 +242,31 @@ def test_step_model_version(server):
     x = fp32([1, 2])
     assert server.infer('ens_v1', {'X': x})['Y'].tolist() == [[2, 3]]        # vstep version 1: x + 1
     assert server.infer('ens_vlatest', {'X': x})['Y'].tolist() == [[3, 4]]   # -1: the latest, version 2
+
+
+def test_a_step_queues_with_the_ensemble_requests_timeout(server):
+    "core's EnsembleContext::InitStep gives each step the request's timeout: behind a busy qstep, 0.1 s runs out."
+    x = {'X': fp32([1, 2])}
+    out = run_threads([lambda: server.infer('qstep', {'IN': fp32([1, 2])}, timeout=30),
+                       lambda: (time.sleep(0.5), server.infer('ens_q', x, timeout_us=100_000, timeout=30))[1],
+                       lambda: (time.sleep(0.5), server.infer('ens_q', x, timeout=30))[1]])
+    busy, timed_out, patient = out
+    assert busy[1] is None and patient[1] is None
+    assert patient[0].outputs['Y'].tolist() == [[2, 3]]
+    assert isinstance(timed_out[1], TritonError) and 'Request timeout expired' in timed_out[1].message, timed_out
+
+
+@pytest.mark.oracle
+def test_oracle_a_step_queues_with_the_ensemble_requests_timeout(serving_twins):
+    "Behind a busy qstep, an ensemble request with timeout 0.1 s fails as Triton's does (status and error text)."
+    got = {}
+    for who, (port, _) in serving_twins.items():
+        out = run_threads([lambda: http_infer(port, 'qstep', [1, 2], [1, 2], datatype='FP32', name='IN'),
+                           lambda: (time.sleep(0.5), http_infer(port, 'ens_q', [1, 2], [1, 2], datatype='FP32',
+                                                                 params={'timeout': 100_000}))[1]])
+        got[who] = [r for r, _ in out]
+    assert got['mini'] == got['real'], got
+    assert got['real'][1][0] != 200, got
 
 
 def test_concurrent_ensemble_requests_are_batched_inside_a_dynamic_batching_step(server):

@@ -137,6 +137,33 @@ def test_statistics_count_sequence_requests_like_triton(mini, triton, repo):
     assert counts['mini'] == counts['triton']
 
 
+# (seconds after the first, (sid, value, start, end)): seq_slow runs the first request for 1 s, the rest queue meanwhile
+REUSED_ID = [(0.0, (5, 1000, True, False)),    # sequence 5 starts on slot 0; its batch takes 1 s
+             (0.25, (5, 1, False, True)),      # its END waits in slot 0: from now on id 5 is free
+             (0.5, (5, 2, False, False)),      # so no START: refused at once
+             (0.6, (5, 3, True, False)),       # START: a new sequence 5, on a free slot (slot 1)
+             (0.75, (5, 4, False, True))]      # the new sequence's END
+
+
+def send_timed(port, model, timed):
+    "Send each step from its own thread at its time; the answers in step order."
+    out = [None] * len(timed)
+    def one(i, delay, step): time.sleep(delay); out[i] = infer(port, model, *step)
+    threads = [threading.Thread(target=one, args=(i, d, s)) for i, (d, s) in enumerate(timed)]
+    for t in threads: t.start()
+    for t in threads: t.join(30)
+    return out
+
+
+@pytest.mark.oracle
+def test_reused_id_after_end_is_a_new_sequence_as_in_triton(mini, triton):
+    "core's SequenceBatchScheduler::Enqueue forgets an id when END is queued, not run: a START reusing it is a new sequence."
+    ours, theirs = send_timed(mini.http_port, 'seq_slow', REUSED_ID), send_timed(triton.http_port, 'seq_slow', REUSED_ID)
+    assert ours == theirs
+    assert theirs[2][0] == 400 and 'must specify the START flag' in theirs[2][1]
+    assert theirs[1][1]['BATCH_READY'] == theirs[3][1]['BATCH_READY'] == [1, 1]   # old 5's END and new 5's START: one batch
+    assert theirs[4][1]['BATCH_READY'] == [0, 1]                                   # slot 0 is free: a filler
+
 # ---- triton_mini alone: concurrency ----
 
 def _accumulator(tmp_path, mbs, count, extra=''):

@@ -25,13 +25,16 @@ from test_batch_size, test_ragged_batch and the four test_backlog_fill* / test_b
 test_backlog_sequence_timeout tests (they are for trials "1" and "v"), so those pass vacuously, as they do in
 NVIDIA's CI for this trial.
 
-What passes: 16 of the 17, on each of onnx, libtorch and python (the client stops at a trial's first failure, so a
-verdict covers all three backends and their ensembles). test_backlog_same_correlation_id does not end on triton-mini
-(KNOWN_FAILURES says why; not run). test_skip_batch takes ~50 s here, the others 5-8 s each, the module ~2.5 min. Two
-triton-mini fixes made the 16 pass: an ensemble's steps carry its request's correlation id and flags (06_ensemble; every ensemble trial failed
-with "must specify a non-zero or non-empty correlation ID"), and the sequence batcher honours Triton's
-TRITONSERVER_DELAY_SCHEDULER / TRITONSERVER_BACKLOG_DELAY_SCHEDULER testing hook (05b's appendix; without it the delay
-tests' requests ran as they arrived instead of in the batches the client counts).
+What passes: all 17, on each of onnx, libtorch and python (the client stops at a trial's first failure, so a
+verdict covers all three backends and their ensembles). test_skip_batch takes ~50 s here, the others 5-8 s each.
+Three triton-mini fixes made them pass: an ensemble's steps carry its request's correlation id and flags
+(06_ensemble; every ensemble trial failed with "must specify a non-zero or non-empty correlation ID"), the sequence
+batcher honours Triton's TRITONSERVER_DELAY_SCHEDULER / TRITONSERVER_BACKLOG_DELAY_SCHEDULER testing hook (05b's
+appendix; without it the delay tests' requests ran as they arrived instead of in the batches the client counts), and
+a correlation id is free again once its END is accepted, as in core's SequenceBatchScheduler::Enqueue (05b, "A
+correlation id used again"; test_backlog_same_correlation_id hung: its 5th sequence reuses 1002 after 1002's END was
+queued, Triton backlogs that new START, triton-mini queued it on the old slot, so the backlog never held the two
+requests TRITONSERVER_BACKLOG_DELAY_SCHEDULER=2 waits for).
 
 Adapted, and why: the generator writes `instance_group [{ kind: KIND_GPU }]` and test.sh moves the `nop_` models to
 KIND_GPU; with no GPU the core refuses that before the backend sees the config, so the staged copies say KIND_CPU
@@ -45,9 +48,9 @@ The same trial with IMPLICIT_STATE=1 (test.sh's switch; `*_implicit_state` items
 implicit state, and a string (`object`) model for each backend, which the client adds to its dtypes), staged by the same
 test.sh lines with ENSEMBLES=0 (NVIDIA's generators make no ensembles around these models: gen_qa_model_repository runs
 gen_qa_implicit_models.py without `--ensemble`), the python trial from the implicit onnx configs as test.sh's
-generate_python_models makes it. The same 16 of 17 pass (2026-12-07; the same test does not end). And with
+generate_python_models makes it. All 17 pass there too. And with
 INITIAL_STATE_ZERO=1 (`*_initial_state` items; BACKENDS=onnx, the only backend the QA makes initial-state models for,
-`gen_qa_implicit_models.py --onnx --initial-state zero`), the same 16 of 17 pass.
+`gen_qa_implicit_models.py --onnx --initial-state zero`), all 17 pass.
 """
 from __future__ import annotations
 
@@ -62,12 +65,8 @@ from triton_servers import skip_or_fail
 
 BACKENDS = 'onnx libtorch python'
 DELAY_VARS = ('TRITONSERVER_DELAY_SCHEDULER', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER')
-# QA test: why it fails on triton-mini. Not run (the client would wait forever): a strict xfail once it can end.
-KNOWN_FAILURES = {
-    'test_backlog_same_correlation_id': "hangs: the 5th sequence reuses a live sequence's correlation id; Triton gives its START a "
-        "backlog place (test.sh's TRITONSERVER_BACKLOG_DELAY_SCHEDULER=2 waits for two backlog requests), triton-mini queues it on "
-        "the live sequence's slot (05b, 'How real Triton differs'), so the backlog never fills and the delay hook never lets go",
-}
+# QA test: why it fails on triton-mini (not run: a hanging client would wait forever). None now.
+KNOWN_FAILURES = {}
 
 
 def missing() -> str | None:

@@ -197,6 +197,7 @@ def _dispatch(self:_EnsembleRun, steps:list):
         sub = InferenceRequest(s.model_name, inputs, model_version=s.model_version,
                                id=self.req.id, requested_outputs=list(s.output_map), parameters=self.req.parameters,
                                correlation_id=self.req.correlation_id, flags=self.req.flags,   # the step is part of the client's sequence
+                               priority=self.req.priority, timeout_us=self.req.timeout_us,     # and queues as the client asked
                                response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
         self.steps_in_flight[i] = sub
         sub.trace = self.req.trace.child() if self.req.trace else False   # a step is traced with its ensemble (07b_trace)

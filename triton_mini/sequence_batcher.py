@@ -154,11 +154,16 @@ def enqueue(self:SequenceBatcher, req:InferenceRequest):
     with self._cond:
         self._check_accepting(req)
         self._check(req)
-        seq = self.sequences.get(req.correlation_id)
+        cid = req.correlation_id
+        seq = self.sequences.get(cid)
         if seq is None:
-            seq = self.sequences[req.correlation_id] = Sequence(req.correlation_id)
+            seq = self.sequences[cid] = Sequence(cid)
             self._assign(seq)
+        elif req.flags & SEQUENCE_START:   # Triton's words; the new START joins the live sequence's slot or backlog place
+            log.warning(f"sequence {cid} for model '{self.config.name}' has a conflict. The previous sequence did not end "
+                        "before this sequence start. Previous sequence will be terminated early.")
         seq.pending.append(req)
+        if req.flags & SEQUENCE_END: del self.sequences[cid]   # its id is free at once: a new START with it is a new sequence
         seq.last_ns = self.clock()
         self.stats.pending += 1
         self._cond.notify_all()
@@ -171,6 +176,11 @@ def _assign(self:SequenceBatcher, seq:Sequence):
             pool.slots[i], seq.pool, seq.slot = seq, pool, i
             return
     self.backlog.append(seq)
+
+@patch
+def _held_sequences(self:SequenceBatcher) -> list:
+    "Every sequence holding a slot or a backlog place: the live ones and those whose END is accepted but not yet run."
+    return [s for p in self.pools for s in p.slots if s is not None] + list(self.backlog)
 
 @patch
 def _release(self:SequenceBatcher, seq:Sequence):
@@ -290,7 +300,7 @@ def _take(self:SequenceBatcher):
             n, wait_ns = (0, None) if self.delay and self._held() else self._decide(pool, ready, now)
             if n and (batch := self._form(pool, ready[:n])): return batch
             if n: continue              # every chosen request failed to prepare (and was answered): look again
-            if self._stopping and not ready and not any(s.pending for s in self.sequences.values()): return None
+            if self._stopping and not ready and not any(s.pending for s in self._held_sequences()): return None
             self._cond.wait(wait_ns / 1e9 if wait_ns else (0.05 if self._stopping else None))
 
 @patch
@@ -346,8 +356,9 @@ def start(self:SequenceBatcher):
 @patch
 def _drain(self:SequenceBatcher) -> list:
     "Remove and return every queued request (the lock is held)."
-    out = [r for s in self.sequences.values() for r in s.pending]
-    for s in list(self.sequences.values()): s.pending.clear(); self._release(s)
+    held = self._held_sequences()
+    out = [r for s in held for r in s.pending]
+    for s in held: s.pending.clear(); self._release(s)
     self.stats.pending -= len(out)
     return out
 
@@ -355,8 +366,8 @@ def _drain(self:SequenceBatcher) -> list:
 @patch
 def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
     "Take a cancelled `req` out of its sequence's queue (the lock is held)."
-    seq = self.sequences.get(req.correlation_id)
-    if seq is None or req not in seq.pending: return False
+    seq = next((s for s in self._held_sequences() if req in s.pending), None)   # its END may be accepted already
+    if seq is None: return False
     seq.pending.remove(req); self.stats.pending -= 1
     if not seq.pending and not seq.busy: self._release(seq)
     return True
@@ -365,7 +376,7 @@ def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
 @patch
 def _held(self:SequenceBatcher) -> bool:
     "Whether the delay hook still holds every batch back; the first time it does not, it is gone (the lock is held)."
-    queued = sum(len(s.pending) for s in self.sequences.values() if s.pool is not None)
+    queued = sum(len(s.pending) for p in self.pools for s in p.slots if s is not None)
     backlog = sum(len(s.pending) for s in self.backlog)
     if not self._stopping and (queued < self.delay[0] or backlog < self.delay[1]): return True
     self.delay = None
