@@ -353,3 +353,22 @@ def test_cancelled_unary_call_counts_as_triton(tmp_path):
         assert mine == real
         assert 'nv_inference_request_failure{model="seq_slow_idle",reason="CANCELED",version="1"} 1' in real[0]
     finally: ours.stop(); theirs.stop()
+
+
+@pytest.mark.oracle
+def test_initial_state_file_longer_than_the_state_as_triton(tmp_path):
+    """Row 4's other side: a data_file longer than the state loads, and the sequence starts from its first bytes, as
+    Triton 2.51's core copies them (GenerateInitialStateData). triton_mini refused it before 2026-12-07."""
+    from triton_servers import RealTriton, start_together
+    root = tmp_path / 'models'
+    shutil.copytree(SEQ / 'seq_state', root / 'seq_state', ignore=shutil.ignore_patterns('__pycache__'))
+    config = root / 'seq_state' / 'config.pbtxt'
+    config.write_text(config.read_text().replace('zero_data: true name: "zero"', 'data_file: "long.bin" name: "init"'))
+    assert 'long.bin' in config.read_text()
+    (root / 'seq_state' / 'initial_state').mkdir()
+    np.array([5, 9], np.int32).tofile(root / 'seq_state' / 'initial_state' / 'long.bin')
+    ours, theirs = start_together(lambda: MiniProcess(root), lambda: RealTriton(root))
+    try:
+        mine, real = seq_infer(ours, 'seq_state', 3, value=2), seq_infer(theirs, 'seq_state', 3, value=2)
+        assert mine == real == (200, {'SUM': [7], 'SEEN': [5, 1]})   # SEEN: the state in, the START flag
+    finally: ours.stop(); theirs.stop()

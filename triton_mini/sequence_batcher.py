@@ -310,14 +310,15 @@ def _worker(self:SequenceBatcher, inst):
 
 # %% ../nbs/05b_sequence_batcher.ipynb #4e1a7b28
 def _state_file(init, state, model_dir, dtype, shape) -> np.ndarray:
-    "The initial state read from `<model>/initial_state/<data_file>`: checked path, checked size."
+    "The initial state read from `<model>/initial_state/<data_file>`: checked path, at least the state's bytes."
     path = model_path(model_dir, 'initial_state', init.data_file, what=f"data_file '{init.data_file}' of state '{state.input_name}'")
     if not path.is_file(): raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
-    want, have = int(np.prod(shape)) * np.dtype(dtype).itemsize, path.stat().st_size
-    if np.dtype(dtype) == np.object_ or have != want:
+    count = int(np.prod(shape))
+    want, have = count * np.dtype(dtype).itemsize, path.stat().st_size
+    if np.dtype(dtype) == np.object_ or have < want:
         raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}' expects {want} bytes, but the data "
                           f"provided from '{init.data_file}' has {have} bytes", 'INVALID_ARG')
-    return np.fromfile(path, dtype=dtype).reshape(shape)
+    return np.fromfile(path, dtype=dtype, count=count).reshape(shape)   # a longer file: its first bytes, as Triton
 
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
 @patch
