@@ -372,3 +372,49 @@ def test_initial_state_file_longer_than_the_state_as_triton(tmp_path):
         mine, real = seq_infer(ours, 'seq_state', 3, value=2), seq_infer(theirs, 'seq_state', 3, value=2)
         assert mine == real == (200, {'SUM': [7], 'SEEN': [5, 1]})   # SEEN: the state in, the START flag
     finally: ours.stop(); theirs.stop()
+
+
+STRING_STATE_MODEL = '''import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            state = pb_utils.get_input_tensor_by_name(r, "S_IN").as_numpy()
+            seen = np.array([repr(state.tolist()).encode()], dtype=object)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("SEEN", seen), pb_utils.Tensor("S_OUT", state)]))
+        return out
+'''
+
+
+@pytest.mark.oracle
+def test_string_state_from_a_file_as_triton(tmp_path):
+    """A TYPE_STRING state whose data_file holds one string in the BYTES layout: the model's first request sees it,
+    on both servers. (Triton loads a malformed file too and fails or misreads at the request: 05b, "How real Triton
+    differs"; here the load fails with the reason, checked in-process below.)"""
+    from triton_servers import RealTriton, start_together
+    root = tmp_path / 'models'
+    (root / 'words' / '1').mkdir(parents=True)
+    (root / 'words' / 'config.pbtxt').write_text(textwrap.dedent('''
+        backend: "python"
+        sequence_batching {
+          control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+          state [ { input_name: "S_IN" output_name: "S_OUT" data_type: TYPE_STRING dims: [ 1 ]
+                    initial_state { data_type: TYPE_STRING dims: [ 1 ] data_file: "init.bin" name: "init" } } ]
+        }
+        input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "SEEN" data_type: TYPE_STRING dims: [ 1 ] } ]'''))
+    (root / 'words' / '1' / 'model.py').write_text(STRING_STATE_MODEL)
+    (root / 'words' / 'initial_state').mkdir()
+    (root / 'words' / 'initial_state' / 'init.bin').write_bytes(b'\x03\x00\x00\x00abc')
+    ours, theirs = start_together(lambda: MiniProcess(root), lambda: RealTriton(root))
+    body = {'parameters': {'sequence_id': 3, 'sequence_start': True, 'sequence_end': True},
+            'inputs': [{'name': 'IN', 'datatype': 'INT32', 'shape': [1], 'data': [1]}]}
+    try:
+        mine, real = (http(s.http_port, 'POST', '/v2/models/words/infer', body, timeout=20) for s in (ours, theirs))
+        assert mine[0] == real[0] == 200 and json.loads(mine[2])['outputs'] == json.loads(real[2])['outputs']
+        assert json.loads(real[2])['outputs'][0]['data'] == ["[b'abc']"]
+    finally: ours.stop(); theirs.stop()
+    (root / 'words' / 'initial_state' / 'init.bin').write_bytes(b'\x03\x00\x00\x00ab')
+    with MiniTriton(root) as broken:
+        assert "does not hold 1 strings in Triton's BYTES layout" in str(broken.failures.get('words', '')), broken.failures

@@ -211,11 +211,12 @@ def test_delay_implicit_state(staged_implicit, test):
 @pytest.fixture(scope='module', params=['zero'])
 def staged_initial_state(request, tmp_path_factory):
     """test.sh's INITIAL_STATE_ZERO=1 run (IMPLICIT_STATE=1): each sequence's state starts from `zero_data`.
-    Not INITIAL_STATE_FILE=1 (`stage` can stage it): its string model fails to load on triton-mini, which checks that a
-    data_file holds exactly the state's bytes and refuses a BYTES state read from a file. Triton's core
-    (sequence_batch_scheduler.cc, GenerateInitialStateData) refuses only a file shorter than a fixed-size state and
-    takes a BYTES state's file whole as the serialized tensor (here 4 bytes saying "a string of 100 bytes" and no more);
-    what its onnxruntime backend then does with that buffer cannot be watched here (the oracle has no onnx backend)."""
+    Not INITIAL_STATE_FILE=1 (`stage` can stage it): its string model fails to load on triton-mini, since the QA's
+    file (4 bytes saying "a string of 100 bytes", and no bytes) does not hold the BYTES state's one string. Triton 2.51
+    loads it, and a python model with such a state then sees an empty string (measured 2026-12-07; 05b's "How real
+    Triton differs" lists what Triton does with other malformed files); what its onnxruntime backend does with that
+    buffer cannot be watched here (the oracle has no onnx backend).
+    """
     return stage(tmp_path_factory.mktemp(f'sequence-batcher-qa-initial-{request.param}'), implicit=True, initial=request.param)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 
-from .tensors import TritonError, np_dtype, config_to_wire
+from .tensors import TritonError, np_dtype, config_to_wire, _split_bytes, _object_array
 from .model_config import ModelConfig
 from .backend import InferenceRequest, InferenceResponse
 from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, next_batch, _deliver
@@ -314,11 +314,20 @@ def _state_file(init, state, model_dir, dtype, shape) -> np.ndarray:
     path = model_path(model_dir, 'initial_state', init.data_file, what=f"data_file '{init.data_file}' of state '{state.input_name}'")
     if not path.is_file(): raise TritonError(f'failed to open text file for read {path}: No such file or directory', 'INTERNAL')
     count = int(np.prod(shape))
+    if np.dtype(dtype) == np.object_: return _state_strings(path, init, state, count, shape)
     want, have = count * np.dtype(dtype).itemsize, path.stat().st_size
-    if np.dtype(dtype) == np.object_ or have < want:
+    if have < want:
         raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}' expects {want} bytes, but the data "
                           f"provided from '{init.data_file}' has {have} bytes", 'INVALID_ARG')
     return np.fromfile(path, dtype=dtype, count=count).reshape(shape)   # a longer file: its first bytes, as Triton
+
+def _state_strings(path, init, state, count:int, shape) -> np.ndarray:
+    "A BYTES state's file: Triton's serialized BYTES layout (a 4-byte length before each element), `count` elements."
+    try: elements = _split_bytes(path.read_bytes(), count, state.input_name, '', '')
+    except TritonError as e:
+        raise TritonError(f"initial_state '{init.name}' of state '{state.input_name}': '{init.data_file}' does not hold "
+                          f"{count} strings in Triton's BYTES layout ({e})", 'INVALID_ARG') from None
+    return _object_array(elements, list(shape))
 
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
 @patch
