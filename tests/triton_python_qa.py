@@ -317,12 +317,20 @@ def model_tests(path:Path, cls:str) -> list:
 UNITTEST_VERDICT = re.compile(r'^(ERROR|FAIL): (test_\w+) \(([\w.]+)\)', re.M)   # (model.Cls) or (model.Cls.test)
 
 
+def report_block(log:str, start:int, limit:int=3000) -> str:
+    "A failed test's part of a unittest report, from after its `FAIL: ...` line to the next separator line."
+    end = re.compile(r'^(={20,}|-{20,})$', re.M)
+    first = end.search(log, start)                    # the dashes under the FAIL line
+    after = end.search(log, first.end()) if first else None
+    return log[first.end() if first else start:after.start() if after else start + limit].strip()[:limit]
+
+
 def unittest_verdicts(log:str, cls:str, tests) -> dict:
     """{test: (outcome, message)} from the unittest report a QA model's `unittest.main` writes to the stub's stderr
     (which lands in the server's log on both servers): a test fails when the report names it under ERROR or FAIL."""
     if 'Ran ' not in log: return {}
-    bad = {m[2]: m[1] for m in UNITTEST_VERDICT.finditer(log) if cls in m[3].split('.')}
-    return {t: ('failed', f'{bad[t]} in the unittest report in the server log') if t in bad else ('passed', '')
+    bad = {m[2]: (m[1], report_block(log, m.end())) for m in UNITTEST_VERDICT.finditer(log) if cls in m[3].split('.')}
+    return {t: ('failed', f'{bad[t][0]} in the unittest report in the server log:\n{bad[t][1]}') if t in bad else ('passed', '')
             for t in tests}
 
 

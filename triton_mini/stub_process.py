@@ -17,14 +17,14 @@ from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelIns
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'STUB_SHM', 'STUB_SHM_MIN', 'STUB_SHM_BYTES', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log',
-           'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS', 'START_VARIABLES', 'exec_stub', 'TEXT_ARRAY_MIN',
-           'TEXT_SLICE', 'STUB_CONNECT_MAIN', 'Channel', 'channel_pair', 'send_message', 'recv_message', 'Region',
-           'offer_regions', 'accept_regions', 'request_to_wire', 'release_flags', 'apply_release_flags', 'stub_command',
-           'server_paths', 'spawn_stub', 'start_process', 'execution_env', 'not_healthy', 'StubModelInstance', 'Stub',
-           'stub_main', 'die_with_parent', 'set_title', 'ServerProxy', 'ForwardedFamilies', 'ForwardedMetrics',
-           'metric_state', 'set_metric_state', 'auto_complete_in_stub', 'env_root', 'extracted_env', 'unpack_env',
-           'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server',
-           'stub_connect_main', 'connect_back_stub']
+           'QUICK_CALLS', 'SERVER_CALLS', 'FORK_SERVER_MAIN', 'FORK_STUBS', 'START_VARIABLES', 'exec_stub',
+           'TEXT_ARRAY_MIN', 'TEXT_SLICE', 'STUB_CONNECT_MAIN', 'Channel', 'channel_pair', 'send_message',
+           'recv_message', 'Region', 'offer_regions', 'accept_regions', 'request_to_wire', 'release_flags',
+           'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'start_process', 'execution_env',
+           'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title', 'ServerProxy',
+           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub',
+           'env_root', 'extracted_env', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub',
+           'ForkServer', 'fork_key', 'fork_server', 'stub_connect_main', 'connect_back_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -424,6 +424,8 @@ def _read_work(self:StubModelInstance) -> bool:
     with self._order: self._order.notify_all()
     return ok
 
+QUICK_CALLS = ('metric_op',)   # calls the reader answers itself (see below): no wait, no thread
+
 @patch
 def _handle(self:StubModelInstance, msg) -> bool:
     "Act on one message of the stub; False when the stub is finalized."
@@ -433,8 +435,8 @@ def _handle(self:StubModelInstance, msg) -> bool:
     elif kind == 'done_many':   # see "Several batches per hop"
         for done in msg[1]: self._finish(*done[1:])
     elif kind == 'log': _log_from_stub(msg[1])
+    elif kind == 'call' and msg[2] in QUICK_CALLS: self._serve_call(*msg[1:])   # answered here, at once
     elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
-    elif kind == 'metric_op': self._metric_op(*msg[1:])
     elif kind == 'metric_family': self._mirror_family(*msg[1:])
     elif kind == 'metric_family_gone': self._forget_family(msg[1])
     elif kind == 'ready': self._ready.set_result(msg[1])
@@ -635,7 +637,7 @@ def _exit():
 def _initialize(self:Stub, args:InstanceArgs):
     from triton_mini.python_backend import PythonModelInstance
     from triton_mini import pb_utils
-    pb_utils._metric_changed = lambda m, op, value: self.send(('metric_op', m.family.name, m.labels, op, value))
+    pb_utils._metric_changed = lambda m, op, value: self.call('metric_op', m.family.name, m.labels, op, value)   # waits, as Triton's stub
     pb_utils._one_instance = True   # every thread of this process is the model's: BLS, metrics and logs work from any
     set_title(f'triton_mini stub {args.model_name} {args.instance_name}', args.instance_name)   # before the model's code: a hang in it shows in ps
     try: self.instance = PythonModelInstance(args, ServerProxy(self), ForwardedFamilies(self))
@@ -806,10 +808,11 @@ SERVER_CALLS = ('model_config', 'is_model_ready', 'load_model', 'unload_model')
 def _serve_call(self:StubModelInstance, call_id, method, args, kw):
     "Run a call of the stub's model on the server; answer with the result, or the error with its code."
     try:
-        if self.server is None and method != 'metric_created':
+        if self.server is None and method not in ('metric_created', 'metric_op'):
             raise TritonError(f'{method} needs a running server: this model is not served', 'UNAVAILABLE')
         if method == 'submit': value = self._bls_submit(*args)
         elif method == 'metric_created': value = metric_state(self._twin(*args))
+        elif method == 'metric_op': value = self._metric_op(*args)
         elif method in SERVER_CALLS: value = getattr(self.server, method)(*args, **kw)
         else: raise TritonError(f'a stub asked for an unknown server call {method!r}', 'INTERNAL')
         reply = ('reply', call_id, True, value)
