@@ -43,13 +43,13 @@ TensorRT; custom: a C++ backend), its other trials (batching models "1 2 4", var
 timeout and preserve-ordering sections, and INITIAL_STATE_FILE (below). The real Triton of the oracle has
 neither the onnx nor the libtorch backend: the QA's checks are the judge.
 
-The same trial with IMPLICIT_STATE=1 (test.sh's switch; `*_implicit_state` items): the models come from
+The same trial with IMPLICIT_STATE=1 (test.sh's switch; the `implicit` staging): the models come from
 `gen_qa_implicit_models.py --onnx --libtorch` (qa_sequence_implicit_model_repository: the accumulator kept in Triton's
 implicit state, and a string (`object`) model for each backend, which the client adds to its dtypes), staged by the same
 test.sh lines with ENSEMBLES=0 (NVIDIA's generators make no ensembles around these models: gen_qa_model_repository runs
 gen_qa_implicit_models.py without `--ensemble`), the python trial from the implicit onnx configs as test.sh's
 generate_python_models makes it. All 17 pass there too. And with
-INITIAL_STATE_ZERO=1 (`*_initial_state` items; BACKENDS=onnx, the only backend the QA makes initial-state models for,
+INITIAL_STATE_ZERO=1 (the `initial_zero` staging; BACKENDS=onnx, the only backend the QA makes initial-state models for,
 `gen_qa_implicit_models.py --onnx --initial-state zero`), all 17 pass.
 """
 from __future__ import annotations
@@ -144,14 +144,21 @@ def stage(root:Path, implicit:bool=False, initial:str='') -> tuple:
                    'ENSEMBLES': str(int(not implicit))}
 
 
-@pytest.fixture(scope='module')
-def staged(tmp_path_factory): return stage(tmp_path_factory.mktemp('sequence-batcher-qa'))
+STAGINGS = {'explicit': {}, 'implicit': {'implicit': True}, 'initial_zero': {'implicit': True, 'initial': 'zero'}}
 
 
-@pytest.fixture(scope='module')
-def staged_implicit(tmp_path_factory):
-    "test.sh's IMPLICIT_STATE=1 run of the same trial: the models keep their accumulator in Triton's implicit state."
-    return stage(tmp_path_factory.mktemp('sequence-batcher-qa-implicit'), implicit=True)
+@pytest.fixture(scope='module', params=list(STAGINGS))
+def staged(request, tmp_path_factory):
+    """models0 as test.sh stages it for trial 0, in three of its runs: explicit state; IMPLICIT_STATE=1 (the models keep
+    their accumulator in Triton's implicit state); INITIAL_STATE_ZERO=1 (IMPLICIT_STATE=1, each sequence's state starts
+    from `zero_data`).
+    Not INITIAL_STATE_FILE=1 (`stage` can stage it): its string model fails to load on triton-mini, since the QA's
+    file (4 bytes saying "a string of 100 bytes", and no bytes) does not hold the BYTES state's one string. Triton 2.51
+    loads it, and a python model with such a state then sees an empty string (measured 2026-12-07; 05b's "How real
+    Triton differs" lists what Triton does with other malformed files); what its onnxruntime backend does with that
+    buffer cannot be watched here (the oracle has no onnx backend).
+    """
+    return stage(tmp_path_factory.mktemp(f'sequence-batcher-qa-{request.param}'), **STAGINGS[request.param])
 
 
 def run_qa_test(staged, test:str, delays:dict) -> tuple:
@@ -190,47 +197,3 @@ def test_the_lists_and_delays_are_test_sh_s():
     assert delay_env(SH, 'test_backlog_fill') == {'TRITONSERVER_DELAY_SCHEDULER': '10', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '2'}
     assert delay_env(SH, 'test_half_batch') == {'TRITONSERVER_DELAY_SCHEDULER': '8', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '0'}
     assert delay_env(SH, 'test_full_batch') == {'TRITONSERVER_DELAY_SCHEDULER': '12', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '0'}
-
-
-@pytest.mark.slow
-@pytest.mark.default_ports
-@pytest.mark.parametrize('test', cases(NO_DELAY_TESTS))
-def test_no_delay_implicit_state(staged_implicit, test):
-    verdict, report = run_qa_test(staged_implicit, test, {})
-    assert verdict == 'ok', f'{test}: {verdict}\n{report}'
-
-
-@pytest.mark.slow
-@pytest.mark.default_ports
-@pytest.mark.parametrize('test', cases(DELAY_TESTS))
-def test_delay_implicit_state(staged_implicit, test):
-    verdict, report = run_qa_test(staged_implicit, test, delay_env(SH, test))
-    assert verdict == 'ok', f'{test}: {verdict}\n{report}'
-
-
-@pytest.fixture(scope='module', params=['zero'])
-def staged_initial_state(request, tmp_path_factory):
-    """test.sh's INITIAL_STATE_ZERO=1 run (IMPLICIT_STATE=1): each sequence's state starts from `zero_data`.
-    Not INITIAL_STATE_FILE=1 (`stage` can stage it): its string model fails to load on triton-mini, since the QA's
-    file (4 bytes saying "a string of 100 bytes", and no bytes) does not hold the BYTES state's one string. Triton 2.51
-    loads it, and a python model with such a state then sees an empty string (measured 2026-12-07; 05b's "How real
-    Triton differs" lists what Triton does with other malformed files); what its onnxruntime backend does with that
-    buffer cannot be watched here (the oracle has no onnx backend).
-    """
-    return stage(tmp_path_factory.mktemp(f'sequence-batcher-qa-initial-{request.param}'), implicit=True, initial=request.param)
-
-
-@pytest.mark.slow
-@pytest.mark.default_ports
-@pytest.mark.parametrize('test', cases(NO_DELAY_TESTS))
-def test_no_delay_initial_state(staged_initial_state, test):
-    verdict, report = run_qa_test(staged_initial_state, test, {})
-    assert verdict == 'ok', f'{test}: {verdict}\n{report}'
-
-
-@pytest.mark.slow
-@pytest.mark.default_ports
-@pytest.mark.parametrize('test', cases(DELAY_TESTS))
-def test_delay_initial_state(staged_initial_state, test):
-    verdict, report = run_qa_test(staged_initial_state, test, delay_env(SH, test))
-    assert verdict == 'ok', f'{test}: {verdict}\n{report}'
