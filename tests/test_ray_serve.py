@@ -24,15 +24,24 @@ def cluster(tmp_path_factory):
     repo = tmp_path_factory.mktemp('ray_repo')
     shutil.copytree(ROOT / 'model_repository' / 'add_sub', repo / 'add_sub')
     cpu_bound_model(repo, iterations=20_000)
-    # address='local': a cluster of our own, never one found on the machine (ray.init() with no address joins the
-    # last cluster `ray start` made, e.g. another test run's or the user's)
-    ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={'env_vars': {'PYTHONPATH': str(ROOT)}})
+    # A cluster of our own, never one found on the machine (ray.init() with no address joins the last cluster `ray
+    # start` made, e.g. another test run's or the user's), started by `_start_cluster`: guarded, it dies with this
+    # process however that ends. ray.init(address='local') would start it as this process's children, and SIGKILLed,
+    # its DashboardAgent and RuntimeEnvAgent outlived it by minutes (seen with Ray 2.60; GCS and raylet did end).
+    gcs, temp_dir = _free_port(), tempfile.mkdtemp(prefix='ray', dir='/tmp')   # short: Ray's socket paths live in it
+    auth = os.environ.get('RAY_AUTH_MODE')
+    os.environ['RAY_AUTH_MODE'] = 'disabled'   # one local cluster: no token to share between `ray start` and this driver
     try:
+        _start_cluster(temp_dir, gcs, {**os.environ, 'PYTHONPATH': str(ROOT)})
+        ray.init(address=f'127.0.0.1:{gcs}', log_to_driver=False, runtime_env={'env_vars': {'PYTHONPATH': str(ROOT)}})
         rt = RayTriton.run(repo, port=_free_port(), num_replicas=2, models=['add_sub', 'cpu_bound'])
         yield rt
     finally:
-        serve.shutdown(); ray.shutdown()
+        try: serve.shutdown(); ray.shutdown()
+        finally:
+            _stop_cluster(temp_dir, gcs)
+            if auth is None: os.environ.pop('RAY_AUTH_MODE', None)
+            else: os.environ['RAY_AUTH_MODE'] = auth
 
 def _client(rt): return httpclient.InferenceServerClient(rt.url.removeprefix('http://'), network_timeout=30)
 

@@ -247,7 +247,7 @@ def _route(self:SequenceBatcher, seq:Sequence, req:InferenceRequest):
                 seq.busy, seq.done_ns = False, self.clock(); self._cond.notify_all()
                 if self.iterative and not r.flags & SEQUENCE_END: self._end_iteration(seq)
         if deliver is not None: deliver(r, resp, final)
-    routed.client = deliver
+    routed.client, routed.seq = deliver, seq   # the client's callback; the sequence a rescheduled request goes back to
     req.response_callback = routed
 
 # %% ../nbs/05b_sequence_batcher.ipynb #481874eb
@@ -402,18 +402,31 @@ def _new_sequence(self:SequenceBatcher, req:InferenceRequest):
 
 @patch
 def _reschedule(self:SequenceBatcher, req:InferenceRequest):
-    "Run `req` again: back to the front of its sequence's queue, no longer START (an iterative sequence)."
+    "Run `req` again: back to the front of its sequence's queue, no longer START or END (an iterative sequence)."
     if not self.iterative: return Scheduler._reschedule(self, req)
     req.flags = 0
     with self._cond:
-        seq = self.sequences.get(req.correlation_id)
-        if seq is None: err = self._start_missing(req)   # its sequence was ended (an END flag from the client)
-        else:
+        seq = getattr(req.response_callback, 'seq', None) or self.sequences.get(req.correlation_id)
+        if seq is not None and seq.pool is None and seq not in self.backlog:   # END from the client freed its slot
+            err = self._hold_again(seq, req)
+        else: err = None if seq is not None else self._start_missing(req)
+        if err is None:
             seq.pending.appendleft(req); seq.busy, seq.last_ns = False, self.clock()
             self.stats.pending += 1
             self._cond.notify_all()
             return
     _deliver(req, InferenceResponse(error=err))
+
+@patch
+def _hold_again(self:SequenceBatcher, seq:Sequence, req:InferenceRequest) -> TritonError | None:
+    """A request that came with START and END and was rescheduled: its sequence goes on (a slot again, or the
+    backlog) until the model answers it, as one with no END from the client does. None, or why it cannot."""
+    if self.sequences.get(seq.corrid, seq) is not seq:   # the client started a new sequence with the id meanwhile
+        return TritonError(f"inference request for sequence {seq.corrid} to model '{self.config.name}' was rescheduled "
+                           "after its END flag, and a new sequence has started with that correlation id", 'INVALID_ARG')
+    self.sequences[seq.corrid] = seq
+    self._assign(seq)
+    return None
 
 @patch
 def _start_missing(self:SequenceBatcher, req:InferenceRequest) -> TritonError:
