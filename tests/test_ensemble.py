@@ -247,9 +247,13 @@ def test_step_model_version(server):
 def test_a_step_queues_with_the_ensemble_requests_timeout(server):
     "core's EnsembleContext::InitStep gives each step the request's timeout: behind a busy qstep, 0.1 s runs out."
     x = {'X': fp32([1, 2])}
-    out = run_threads([lambda: server.infer('qstep', {'IN': fp32([1, 2])}, timeout=30),
-                       lambda: (time.sleep(0.5), server.infer('ens_q', x, timeout_us=100_000, timeout=30))[1],
-                       lambda: (time.sleep(0.5), server.infer('ens_q', x, timeout=30))[1]])
+    p = ExecutionProbe(server, 'qstep')
+    def after_busy(**kw):   # once the busy request runs on qstep's one instance (not after a fixed head start)
+        p.wait_started(1, timeout=30)
+        return server.infer('ens_q', x, timeout=30, **kw)
+    try: out = run_threads([lambda: server.infer('qstep', {'IN': fp32([1, 2])}, timeout=30),
+                            lambda: after_busy(timeout_us=100_000), lambda: after_busy()])
+    finally: p.restore()
     busy, timed_out, patient = out
     assert busy[1] is None and patient[1] is None
     assert patient[0].outputs['Y'].tolist() == [[2, 3]]
