@@ -85,19 +85,23 @@ def default_list(sh:str, name:str) -> list:
     return re.search(rf'^{name}=\${{{name}:="(.*?)"}}', sh, re.M | re.S).group(1).replace('\\', ' ').split()
 
 
-def stage_script(sh:str, implicit:bool=False, initial:str='') -> str:
-    """test.sh's lines that stage models0 for model trial 0 and export the trial's environment, as one bash script.
+def stage_script(sh:str, implicit:bool=False, initial:str='', trial:str='0') -> str:
+    """test.sh's lines that stage models{trial} for model trial `trial` and export the trial's environment, as one bash
+    script. Trial '0' is test.sh's non-batching loop (`*_nobatch_sequence_*` into models0); '1', '2' and '4' its first,
+    batching loop (`*_sequence_*` into models1, models2, models4 and queue_delay_models at once, max_batch_size 4, 2, 1).
     `implicit`: test.sh's IMPLICIT_STATE=1 (the qa_sequence_implicit_model_repository models; ENSEMBLES=0, since the QA's
     generators make no ensembles around implicit-state models: gen_qa_model_repository runs no `--ensemble` for them).
     `initial`: 'zero' or 'file', test.sh's INITIAL_STATE_ZERO=1 or INITIAL_STATE_FILE=1 (with `implicit`)."""
     def grab(pattern): return re.search(pattern, sh, re.M | re.S).group(0)
-    nobatch = sh[sh.index('MODELS=""', sh.index('_nobatch_sequence_') - 600):sh.index('# modelsv - one instance')]
+    nobatch_at = sh.index('MODELS=""', sh.index('_nobatch_sequence_') - 600)
+    models = ([grab(r'^if \[ "\$INITIAL_STATE_FILE" == "1" \]; then\n  # Create the input_state_data file.*?^fi$'),
+               'rm -fr models0 && mkdir models0', sh[nobatch_at:sh.index('# modelsv - one instance')]] if trial == '0' else
+              [grab(r'^rm -fr \*\.log  models\{0,1,2,4\} queue_delay_models && mkdir .*?$'), sh[sh.index('MODELS=""'):nobatch_at]])
     return '\n'.join([
         'source ../common/util.sh', f'ENSEMBLES={0 if implicit else 1} IMPLICIT_STATE={int(implicit)} '
         f'INITIAL_STATE_FILE={int(initial == "file")} INITIAL_STATE_ZERO={int(initial == "zero")}',
-        grab(r'^if \[ "\$INITIAL_STATE_FILE" == "1" \]; then\n  # Create the input_state_data file.*?^fi$'),
         grab(r'^function get_datatype \(\) \{.*?^\}$'), grab(r'^function generate_python_models \(\) \{.*?^\}$'),
-        grab(r"^FIXED_MODEL_REPOSITORY=''$.*?^fi$"), 'rm -fr models0 && mkdir models0', nobatch, 'model_trial=0',
+        grab(r"^FIXED_MODEL_REPOSITORY=''$.*?^fi$"), *models, f'model_trial={trial}',
         grab(r'^    export NO_BATCHING=1 &&.*?^    MODEL_PATH=models\$\{model_trial\}$'),
         grab(r'^    if \[ "\$ENSEMBLES" == "1" \]; then\n      cp -r \$DATADIR/qa_ensemble_model_repository.*?^    fi$'),
         'export BATCHER_TYPE=FIXED', 'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE"'])
@@ -116,8 +120,8 @@ NO_DELAY_TESTS = default_list(SH, 'NO_DELAY_TESTS') if SH else []
 DELAY_TESTS = default_list(SH, 'DELAY_TESTS') if SH else []
 
 
-def stage(root:Path, implicit:bool=False, initial:str='') -> tuple:
-    "qa/L0_sequence_batcher under `root` with models0 staged as test.sh stages it: (its folder, the client's environment)."
+def generate(root:Path, implicit:bool=False, initial:str='') -> Path:
+    "qa/ (common, L0_sequence_batcher, python_models/sequence_int32) under `root` and the QA generator's models in root/data."
     if why := missing(): skip_or_fail('libtorch_qa', why)
     tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', 'qa/L0_sequence_batcher',
                           'qa/python_models/sequence_int32'], capture_output=True, check=True).stdout
@@ -132,39 +136,57 @@ def stage(root:Path, implicit:bool=False, initial:str='') -> tuple:
     for script, args in gens:
         gen = subprocess.run([sys.executable, script, *args], cwd=qa / 'common', capture_output=True, text=True, timeout=900)
         assert gen.returncode == 0, f'{script} {args[0]} failed:\n{gen.stdout[-2000:]}\n{gen.stderr[-4000:]}'
-    where = qa / 'L0_sequence_batcher'
+    return data
+
+
+def stage(root:Path, implicit:bool=False, initial:str='', trial:str='0') -> tuple:
+    """qa/L0_sequence_batcher under `root` with models{trial} staged as test.sh stages it: (its folder, the client's
+    environment, the model repository). The generated models are made once per `root` (the trials share them)."""
+    data = root / 'data' if (root / 'data').is_dir() else generate(root, implicit, initial)
+    where = root / 'qa' / 'L0_sequence_batcher'
     backends = 'onnx' if initial else BACKENDS   # the QA makes initial-state models for onnx only (gen_qa_model_repository)
-    made = subprocess.run(['bash', '-e', '-c', stage_script(SH, implicit, initial)], cwd=where, env={**os.environ, 'BACKENDS': backends, 'DATADIR': str(data)},
-                          capture_output=True, text=True, timeout=120)
+    made = subprocess.run(['bash', '-e', '-c', stage_script(SH, implicit, initial, trial)], cwd=where,
+                          env={**os.environ, 'BACKENDS': backends, 'DATADIR': str(data)}, capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, f"test.sh's staging failed:\n{made.stderr[-4000:]}"
-    for config in (where / 'models0').glob('*/config.pbtxt'): config.write_text(config.read_text().replace(*ON_CPU))
-    trial = dict(kv.split('=') for kv in made.stdout.split()[-3:])
+    models = where / f'models{trial}'
+    for config in models.glob('*/config.pbtxt'): config.write_text(config.read_text().replace(*ON_CPU))
     env = {k: v for k, v in os.environ.items() if k not in DELAY_VARS}
-    return where, {**env, **trial, 'BACKENDS': backends, 'IMPLICIT_STATE': str(int(implicit)), 'INITIAL_STATE_FILE': str(int(initial == 'file')),
-                   'ENSEMBLES': str(int(not implicit))}
+    env.update(kv.split('=') for kv in made.stdout.split()[-3:])
+    return where, {**env, 'BACKENDS': backends, 'IMPLICIT_STATE': str(int(implicit)), 'INITIAL_STATE_FILE': str(int(initial == 'file')),
+                   'ENSEMBLES': str(int(not implicit))}, models
 
 
 STAGINGS = {'explicit': {}, 'implicit': {'implicit': True}, 'initial_zero': {'implicit': True, 'initial': 'zero'}}
+# (staging, model trial) runs: test.sh's trial "0" in each staging, its batching trials "1 2 4" with explicit state.
+TRIALS = [(staging, '0') for staging in STAGINGS] + [('explicit', trial) for trial in '124']
 
 
-@pytest.fixture(scope='module', params=list(STAGINGS))
+def trial_id(staging:str, trial:str) -> str: return staging if trial == '0' else f'{staging}-{trial}'
+
+
+@pytest.fixture(scope='module', params=TRIALS, ids=[trial_id(*t) for t in TRIALS])
 def staged(request, tmp_path_factory):
-    """models0 as test.sh stages it for trial 0, in three of its runs: explicit state; IMPLICIT_STATE=1 (the models keep
-    their accumulator in Triton's implicit state); INITIAL_STATE_ZERO=1 (IMPLICIT_STATE=1, each sequence's state starts
-    from `zero_data`).
+    """models{trial} as test.sh stages it for one of its model trials: "0" (non-batching models, four instances) in
+    three of its runs: explicit state; IMPLICIT_STATE=1 (the models keep their accumulator in Triton's implicit state);
+    INITIAL_STATE_ZERO=1 (IMPLICIT_STATE=1, each sequence's state starts from `zero_data`). And the batching trials
+    "1", "2", "4" (max_batch_size 4, 2, 1 with 1, 2, 4 instances) with explicit state; a staging's trials share its
+    generated models (one folder per staging).
     Not INITIAL_STATE_FILE=1 (`stage` can stage it): its string model fails to load on triton-mini, since the QA's
     file (4 bytes saying "a string of 100 bytes", and no bytes) does not hold the BYTES state's one string. Triton 2.51
     loads it, and a python model with such a state then sees an empty string (measured 2026-12-07; 05b's "How real
     Triton differs" lists what Triton does with other malformed files); what its onnxruntime backend does with that
     buffer cannot be watched here (the oracle has no onnx backend).
     """
-    return stage(tmp_path_factory.mktemp(f'sequence-batcher-qa-{request.param}'), **STAGINGS[request.param])
+    staging, trial = request.param
+    root = tmp_path_factory.getbasetemp() / f'sequence-batcher-qa-{staging}'
+    root.mkdir(exist_ok=True)
+    return stage(root, **STAGINGS[staging], trial=trial)
 
 
 def run_qa_test(staged, test:str, delays:dict) -> tuple:
-    "A fresh server on models0 with `delays` in its environment and the client's: (the client's verdict, report)."
-    where, env = staged
-    outcomes, report = pyqa.served_unittest(where / 'models0', where, ['sequence_batcher_test.py', f'SequenceBatcherTest.{test}'],
+    "A fresh server on the trial's models with `delays` in its environment and the client's: (the client's verdict, report)."
+    where, env, models = staged
+    outcomes, report = pyqa.served_unittest(models, where, ['sequence_batcher_test.py', f'SequenceBatcherTest.{test}'],
                                             '--log-verbose=1', grpc=True, env={**env, **delays}, timeout=900,
                                             server_env=delays, start_timeout=300)
     return outcomes.get(test), report[-9000:]
