@@ -1,5 +1,6 @@
-"""Triton's L0_sequence_batcher QA on triton-mini's sequence batcher with its onnx, libtorch and python backends: stage 1,
-test.sh's first model trial ("0": non-batching `*_nobatch_sequence_*` models, explicit state), run the way test.sh runs it.
+"""Triton's L0_sequence_batcher QA on triton-mini's sequence batcher with its onnx, libtorch and python backends:
+test.sh's model trials "0" (non-batching `*_nobatch_sequence_*` models) and "1 2 4" (batching `*_sequence_*` models),
+run the way test.sh runs them.
 
 The QA is NVIDIA's, read at test time from a git directory of triton-inference-server/server (`$TRITON_SERVER_REPO`,
 tag v2.51.0, as tests/test_libtorch_qa.py) and never copied into the project. Its models come from the QA's own
@@ -14,6 +15,19 @@ test gets a fresh server on ports 8000/8001 (the client hard-codes them; under `
 `--log-verbose=1`, and `sequence_batcher_test.py SequenceBatcherTest.<test> -v` runs unchanged with test.sh's
 environment, TRITONSERVER_DELAY_SCHEDULER and TRITONSERVER_BACKLOG_DELAY_SCHEDULER set for the delay tests by test.sh's
 own `export` lines. One pytest item per QA test.
+
+The batching trials (ids `explicit-1`, `explicit-2`, `explicit-4`; explicit state only): test.sh's first `for MODEL in
+$MODELS` loop, read from the script like trial 0's, stages `models1` (max_batch_size 4, one instance), `models2`
+(max_batch_size 2, two instances) and `models4` (max_batch_size 1, four instances), and the trial loop's own lines
+export NO_BATCHING=0, MODEL_INSTANCES=$model_trial, BATCHER_TYPE=FIXED and copy the `nop_` models, as for trial 0. The
+same 17 tests run on each. The client returns at once from test_ragged_batch in every FIXED trial (its
+`_ragged_batch_not_supported_trials` is filled for VARIABLE only), from test_backlog_fill, test_backlog_fill_no_end,
+test_backlog_same_correlation_id_no_end and test_backlog_sequence_timeout unless MODEL_INSTANCES=1, and from
+test_batch_size when MODEL_INSTANCES=4: trial 1 runs 16 of them for real, trial 2 twelve, trial 4 eleven.
+Trial 1 found one difference, fixed in 05_scheduler/05b: a direct batch's fillers (Triton's null requests) count in
+batch_stats' batch size, as the backend reports its whole batch, while they collect no request statistics (core's
+`InferenceRequest::CopyAsNull` sets `collect_stats_ = false`). test_backlog_fill_no_end expects `{4: 3, 3: 2}`: 1006
+follows 1003 into slot 2, and its last two requests run with fillers in slots 0 and 1; triton-mini counted those as size 1.
 
 What runs: test.sh's NO_DELAY_TESTS (test_simple_sequence, test_length1_sequence, test_batch_size,
 test_no_sequence_start, test_no_sequence_start2, test_no_sequence_end, test_no_correlation_id) and DELAY_TESTS
@@ -39,7 +53,8 @@ requests TRITONSERVER_BACKLOG_DELAY_SCHEDULER=2 waits for).
 Adapted, and why: the generator writes `instance_group [{ kind: KIND_GPU }]` and test.sh moves the `nop_` models to
 KIND_GPU; with no GPU the core refuses that before the backend sees the config, so the staged copies say KIND_CPU
 (`ON_CPU`, as in test_libtorch_qa.py). Not run: test.sh's other backends (graphdef, savedmodel, plan: TensorFlow and
-TensorRT; custom: a C++ backend), its other trials (batching models "1 2 4", variable "v"), the queue-delay, request
+TensorRT; custom: a C++ backend), its variable trial "v" (qa_variable_sequence_model_repository, which the QA's generator is not run for here), the batching
+trials in the implicit stagings (each trial is another 17 servers; CI's budget for this module is kept to trial 0 there), the queue-delay, request
 timeout and preserve-ordering sections, and INITIAL_STATE_FILE (below). The real Triton of the oracle has
 neither the onnx nor the libtorch backend: the QA's checks are the judge.
 
