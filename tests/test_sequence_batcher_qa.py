@@ -30,7 +30,7 @@ batch_stats' batch size, as the backend reports its whole batch, while they coll
 follows 1003 into slot 2, and its last two requests run with fillers in slots 0 and 1; triton-mini counted those as size 1.
 Measured (2026-12-07, the default ports shared with two other full runs, so wall times are mostly lock waits): trial 1,
 all 17 pass (test_backlog_fill_no_end after the fix); trial 2, its first 9 pass (test_backlog_fill and _no_end among them, vacuous there; the run was stopped at the time
-limit); trial 4 was not run to the end. A batching trial that fails later belongs in KNOWN_FAILURES.
+limit); trial 4 was not run yet. A batching trial that fails later belongs in KNOWN_FAILURES.
 
 What runs: test.sh's NO_DELAY_TESTS (test_simple_sequence, test_length1_sequence, test_batch_size,
 test_no_sequence_start, test_no_sequence_start2, test_no_sequence_end, test_no_correlation_id) and DELAY_TESTS
