@@ -91,9 +91,10 @@ def _count_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:i
     self.last_inference_ms = time.time_ns() // 1_000_000
 
 @patch
-def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int, ok:bool=True):
+def _count_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int, ok:bool=True, executed:int|None=None):
+    "`executed`: the batch size the model ran, keyed in batch_stats, when it is not `batch_size` (the inferences counted)."
     self.execution_count += 1
-    bs = self.batch_stats.setdefault(batch_size, [Duration(), Duration(), Duration()])
+    bs = self.batch_stats.setdefault(executed or batch_size, [Duration(), Duration(), Duration()])
     for d, ns in zip(bs, timing): d.add(ns)
     if not ok: return
     self.inference_count += batch_size
@@ -107,10 +108,12 @@ def observe(self:ModelStatistics, name:str, ns:int, n:int=1):
         for _ in range(n): summary.observe(ns // 1000)
 
 @patch
-def record_batch(self:ModelStatistics, batch:list, timing:tuple, ok:bool, now_ns:int):
-    "One execution and its requests, under one lock. A failed execution counts (and in batch_stats), its inferences and compute time do not."
+def record_batch(self:ModelStatistics, batch:list, timing:tuple, ok:bool, now_ns:int, executed:int|None=None):
+    """One execution and its requests, under one lock. A failed execution counts (and in batch_stats), its inferences and compute time do not.
+    `executed`: the batch size the model ran, when `batch` (the requests counted) is smaller: the sequence batcher's fillers,
+    Triton's null requests, are in the backend's batch size (batch_stats) but collect no request statistics."""
     with self.lock:
-        self._count_execution(sum(r.batch_size for r in batch), timing, len(batch), ok)
+        self._count_execution(sum(r.batch_size for r in batch), timing, len(batch), ok, executed)
         for r in batch: self._count_request(r, ok, now_ns, 'BACKEND')
 
 # %% ../nbs/05_scheduler.ipynb #babae59f
@@ -186,7 +189,7 @@ def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, f
     timing = timing or (0, end - start, 0)
     for r in batch:
         if r.trace: r.trace.compute(start, timing, end)   # a traced request's COMPUTE_* timestamps (07b_trace)
-    self.stats.record_batch(self._counted(batch), timing, not failed, end)
+    self.stats.record_batch(self._counted(batch), timing, not failed, end, sum(r.batch_size for r in batch))
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses):
@@ -196,7 +199,7 @@ def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, f
 
 @patch
 def _counted(self:Scheduler, batch:list) -> list:
-    "The requests statistics count (the sequence batcher leaves out its fillers)."
+    "The requests statistics count (the sequence batcher leaves out its fillers; batch_stats keeps the size run)."
     return batch
 
 def _deliver(req:InferenceRequest, resp:InferenceResponse):

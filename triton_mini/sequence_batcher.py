@@ -285,7 +285,9 @@ def _form(self:SequenceBatcher, pool:Pool, ready:list) -> list:
     return [real[i] if i in real else self.filler(like) for i in range(max(real) + 1)]
 @patch
 def _counted(self:SequenceBatcher, batch:list) -> list:
-    "Statistics leave out the fillers (READY=0 requests for empty slots), as Triton counts them."
+    """Request statistics leave out the fillers (READY=0 requests for empty slots), as Triton counts them (core's
+    `InferenceRequest::CopyAsNull` sets `collect_stats_ = false`); the execution's batch size in batch_stats counts
+    them, as the backend reports its whole batch (`TRITONBACKEND_ModelInstanceReportBatchStatistics`)."""
     return [r for r in batch if '__filler__' not in r.parameters]
 
 # %% ../nbs/05b_sequence_batcher.ipynb #e3a5cb52
