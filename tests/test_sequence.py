@@ -164,6 +164,40 @@ def test_reused_id_after_end_is_a_new_sequence_as_in_triton(mini, triton):
     assert theirs[1][1]['BATCH_READY'] == theirs[3][1]['BATCH_READY'] == [1, 1]   # old 5's END and new 5's START: one batch
     assert theirs[4][1]['BATCH_READY'] == [0, 1]                                   # slot 0 is free: a filler
 
+def infer_timed_out(port, model, sid, value, start, timeout_us):
+    "A sequence request with a timeout (the `timeout` parameter, µs): (status, outputs or the error text)."
+    body = {'parameters': {'sequence_id': sid, 'sequence_start': start, 'timeout': timeout_us},
+            'inputs': [{'name': 'IN', 'datatype': 'INT32', 'shape': [1, 1], 'data': [value]}]}
+    status, _, text = http(port, 'POST', f'/v2/models/{model}/infer', body)
+    doc = json.loads(text)
+    return (status, doc.get('error')) if status != 200 else (status, 'ok')
+
+
+def backlog_timeout(port):
+    """seq_slow's four slots taken by sequences 11-14 (their first batch takes 1 s); sequence 15 waits in the backlog
+    with two requests whose timeouts are 0.3 s and 5 s, then sends a request without START after they expired."""
+    timed = [(0.0, lambda i=i: infer(port, 'seq_slow', 11 + i, 1000, True, False)) for i in range(4)] + [
+             (0.2, lambda: infer_timed_out(port, 'seq_slow', 15, 1, True, 300_000)),
+             (0.3, lambda: infer_timed_out(port, 'seq_slow', 15, 2, False, 5_000_000)),
+             (1.5, lambda: infer(port, 'seq_slow', 15, 3, False, False))]
+    out = [None] * len(timed)
+    def one(i, delay, call): time.sleep(delay); out[i] = call()
+    threads = [threading.Thread(target=one, args=(i, d, c)) for i, (d, c) in enumerate(timed)]
+    for t in threads: t.start()
+    for t in threads: t.join(30)
+    for sid in range(11, 15): infer(port, 'seq_slow', sid, 1, False, True)   # end the four: free their slots
+    return [o if o[0] != 200 else (200, 'ok') for o in out]
+
+
+@pytest.mark.oracle
+def test_backlog_timeout_as_in_triton(mini, triton):
+    """A request timeout reaches a sequence waiting in the backlog (core's SequenceBatchScheduler reaper): every request
+    it holds fails 503 "timeout of the corresponding sequence has been expired", and the sequence is forgotten."""
+    ours, theirs = backlog_timeout(mini.http_port), backlog_timeout(triton.http_port)
+    assert ours == theirs
+    expired = (503, 'timeout of the corresponding sequence has been expired')
+    assert theirs[4:6] == [expired, expired] and theirs[6][0] == 400 and 'must specify the START flag' in theirs[6][1]
+
 # ---- triton_mini alone: concurrency ----
 
 def _accumulator(tmp_path, mbs, count, extra=''):

@@ -1,6 +1,7 @@
 """Triton's L0_sequence_batcher QA on triton-mini's sequence batcher with its onnx, libtorch and python backends:
-test.sh's model trials "0" (non-batching `*_nobatch_sequence_*` models) and "1 2 4" (batching `*_sequence_*` models),
-run the way test.sh runs them.
+test.sh's model trials "0" (non-batching `*_nobatch_sequence_*` models), "1 2 4" (batching `*_sequence_*` models) and
+"v" (variable-shape models), its "max queue delay" section and its preserve-ordering tests, run the way test.sh runs
+them.
 
 The QA is NVIDIA's, read at test time from a git directory of triton-inference-server/server (`$TRITON_SERVER_REPO`,
 tag v2.51.0, as tests/test_libtorch_qa.py) and never copied into the project. Its models come from the QA's own
@@ -56,10 +57,34 @@ requests TRITONSERVER_BACKLOG_DELAY_SCHEDULER=2 waits for).
 Adapted, and why: the generator writes `instance_group [{ kind: KIND_GPU }]` and test.sh moves the `nop_` models to
 KIND_GPU; with no GPU the core refuses that before the backend sees the config, so the staged copies say KIND_CPU
 (`ON_CPU`, as in test_libtorch_qa.py). Not run: test.sh's other backends (graphdef, savedmodel, plan: TensorFlow and
-TensorRT; custom: a C++ backend), its variable trial "v" (qa_variable_sequence_model_repository, which the QA's generator is not run for here), the batching
-trials in the implicit stagings (each trial is another 17 servers; CI's budget for this module is kept to trial 0 there), the queue-delay, request
-timeout and preserve-ordering sections, and INITIAL_STATE_FILE (below). The real Triton of the oracle has
+TensorRT; custom: a C++ backend), the batching trials in the implicit stagings (each trial is another 17 servers; CI's
+budget for this module is kept to trial 0 there), the request-timeout section (its model is
+`custom_sequence_int32_timeout`, a C++ backend), and INITIAL_STATE_FILE (below). The real Triton of the oracle has
 neither the onnx nor the libtorch backend: the QA's checks are the judge.
+
+Trial "v" (id `explicit-v`): the variable-shape models (`dims: [ -1 ]`) gen_qa_model_repository makes with
+`gen_qa_sequence_models.py --onnx --libtorch --variable` and `--ensemble --variable` (qa_variable_sequence_model_repository),
+run unchanged when the trial is first staged, and test.sh's `modelsv` lines (max_batch_size 4, one instance; its python
+models from the variable onnx configs, their ensembles from the fixed repository's, as test.sh takes them). The trial
+loop's own lines export MODEL_INSTANCES=1 and BATCHER_TYPE=VARIABLE, under which the client leaves libtorch out of its
+trials. Its first run (2026-12-07) passed 16 of 17; test_ragged_batch found a difference, fixed in 05b ("requests of
+different shapes"): four sequences of lengths 2, 2, 1, 3 on the variable onnx model, which does not allow ragged
+batches, where core's direct batcher leaves a slot whose request differs in shape from the first slot's out of the
+batch (a filler in its place) and the QA expects 9 batches of size 4; triton-mini batched them all and the backend
+refused the mixed shapes. With the fix it passes.
+
+test.sh's "max queue delay" section (`test_queue_delay`): the batching loop's `queue_delay_models` (each `*_sequence_*`
+model with `direct { max_queue_delay_microseconds: 3000000 minimum_slot_utilization: 0 }`, and `_half` (0.5) and `_full`
+(1) copies), the section's own `rm` of the ensembles and its exports (TRITONSERVER_DELAY_SCHEDULER=2,
+TRITONSERVER_BACKLOG_DELAY_SCHEDULER=0), in the environment test.sh's default trial loop leaves (its last trial is "v":
+MODEL_INSTANCES=1, BATCHER_TYPE=VARIABLE, so onnx and python). All 3 pass (81 s, 2026-12-07).
+
+test.sh's preserve-ordering tests (`test_preserve_ordering`): qa/python_models/sequence_py (an `oldest` sequence batcher,
+max_candidate_sequences 4, 1 s queue delay) as test.sh's lines copy it into `seqpy_{no_,}preserve_ordering_*`, and
+SequenceBatcherPreserveOrderingTest run once over gRPC streaming, as test.sh runs it: ten sequences of three requests,
+interleaved by random sleeps; each sequence's outputs in order, all responses in request order with preserve_ordering,
+and some batching (execution_count < inference_count). Python models, so the real Triton runs them too (the `oracle`
+case): both pass (2026-12-07).
 
 The same trial with IMPLICIT_STATE=1 (test.sh's switch; the `implicit` staging): the models come from
 `gen_qa_implicit_models.py --onnx --libtorch` (qa_sequence_implicit_model_repository: the accumulator kept in Triton's
@@ -79,7 +104,7 @@ import pytest
 
 import triton_python_qa as pyqa
 from test_libtorch_qa import ON_CPU, SERVER_REPO, TAG, missing as libtorch_missing
-from triton_servers import skip_or_fail
+from triton_servers import MiniProcess, RealTriton, default_ports, skip_or_fail
 
 BACKENDS = 'onnx libtorch python'
 DELAY_VARS = ('TRITONSERVER_DELAY_SCHEDULER', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER')
@@ -112,8 +137,9 @@ def stage_script(sh:str, implicit:bool=False, initial:str='', trial:str='0') -> 
     `initial`: 'zero' or 'file', test.sh's INITIAL_STATE_ZERO=1 or INITIAL_STATE_FILE=1 (with `implicit`)."""
     def grab(pattern): return re.search(pattern, sh, re.M | re.S).group(0)
     nobatch_at = sh.index('MODELS=""', sh.index('_nobatch_sequence_') - 600)
-    models = ([grab(r'^if \[ "\$INITIAL_STATE_FILE" == "1" \]; then\n  # Create the input_state_data file.*?^fi$'),
-               'rm -fr models0 && mkdir models0', sh[nobatch_at:sh.index('# modelsv - one instance')]] if trial == '0' else
+    state_file = grab(r'^if \[ "\$INITIAL_STATE_FILE" == "1" \]; then\n  # Create the input_state_data file.*?^fi$')
+    models = ([state_file, 'rm -fr models0 && mkdir models0', sh[nobatch_at:sh.index('# modelsv - one instance')]] if trial == '0' else
+              [state_file, sh[sh.index('# modelsv - one instance'):sh.index('# Same test work on all models')]] if trial == 'v' else
               [grab(r'^rm -fr \*\.log  models\{0,1,2,4\} queue_delay_models && mkdir .*?$'), sh[sh.index('MODELS=""'):nobatch_at]])
     return '\n'.join([
         'source ../common/util.sh', f'ENSEMBLES={0 if implicit else 1} IMPLICIT_STATE={int(implicit)} '
@@ -122,7 +148,7 @@ def stage_script(sh:str, implicit:bool=False, initial:str='', trial:str='0') -> 
         grab(r"^FIXED_MODEL_REPOSITORY=''$.*?^fi$"), *models, f'model_trial={trial}',
         grab(r'^    export NO_BATCHING=1 &&.*?^    MODEL_PATH=models\$\{model_trial\}$'),
         grab(r'^    if \[ "\$ENSEMBLES" == "1" \]; then\n      cp -r \$DATADIR/qa_ensemble_model_repository.*?^    fi$'),
-        'export BATCHER_TYPE=FIXED', 'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE"'])
+        grab(r'^    export BATCHER_TYPE="VARIABLE" &&\n.*?$'), 'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE"'])
 
 
 def delay_env(sh:str, test:str) -> dict:
@@ -138,29 +164,50 @@ NO_DELAY_TESTS = default_list(SH, 'NO_DELAY_TESTS') if SH else []
 DELAY_TESTS = default_list(SH, 'DELAY_TESTS') if SH else []
 
 
-def generate(root:Path, implicit:bool=False, initial:str='') -> Path:
-    "qa/ (common, L0_sequence_batcher, python_models/sequence_int32) under `root` and the QA generator's models in root/data."
+def extract_qa(root:Path) -> Path:
+    "qa/ (common, L0_sequence_batcher, python_models/sequence_int32 and sequence_py) of the tag under `root`."
     if why := missing(): skip_or_fail('libtorch_qa', why)
     tar = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', 'qa/L0_sequence_batcher',
-                          'qa/python_models/sequence_int32'], capture_output=True, check=True).stdout
+                          'qa/python_models/sequence_int32', 'qa/python_models/sequence_py'], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as t: t.extractall(root, filter='data')
-    qa, data = root / 'qa', root / 'data'
+    return root / 'qa'
+
+
+def generate(root:Path, implicit:bool=False, initial:str='') -> Path:
+    "qa/ under `root` (`extract_qa`) and the QA generator's models in root/data."
+    qa, data = extract_qa(root), root / 'data'
     gens = ([('gen_qa_implicit_models.py', ['--onnx', '--initial-state', 'zero',
                                              f'--models_dir={data / "qa_sequence_initial_state_implicit_model_repository"}'])] if initial else
             [('gen_qa_implicit_models.py', ['--onnx', '--libtorch', f'--models_dir={data / "qa_sequence_implicit_model_repository"}'])]
             if implicit else
             [('gen_qa_sequence_models.py', ['--onnx', '--libtorch', f'--models_dir={data / "qa_sequence_model_repository"}']),
              ('gen_qa_sequence_models.py', ['--ensemble', f'--models_dir={data / "qa_ensemble_model_repository" / "qa_sequence_model_repository"}'])])
+    run_generators(qa, gens)
+    return data
+
+
+def run_generators(qa:Path, gens):
+    "Each (script, args) of the QA's qa/common generators, run unchanged."
     for script, args in gens:
         gen = subprocess.run([sys.executable, script, *args], cwd=qa / 'common', capture_output=True, text=True, timeout=900)
         assert gen.returncode == 0, f'{script} {args[0]} failed:\n{gen.stdout[-2000:]}\n{gen.stderr[-4000:]}'
-    return data
+
+
+def generate_variable(root:Path):
+    """The variable-shape models of trial "v" (qa_variable_sequence_model_repository and its ensembles), as
+    gen_qa_model_repository makes them: gen_qa_sequence_models.py with `--variable`."""
+    data = root / 'data'
+    run_generators(root / 'qa', [
+        ('gen_qa_sequence_models.py', ['--onnx', '--libtorch', '--variable', f'--models_dir={data / "qa_variable_sequence_model_repository"}']),
+        ('gen_qa_sequence_models.py', ['--ensemble', '--variable',
+                                       f'--models_dir={data / "qa_ensemble_model_repository" / "qa_variable_sequence_model_repository"}'])])
 
 
 def stage(root:Path, implicit:bool=False, initial:str='', trial:str='0') -> tuple:
     """qa/L0_sequence_batcher under `root` with models{trial} staged as test.sh stages it: (its folder, the client's
     environment, the model repository). The generated models are made once per `root` (the trials share them)."""
     data = root / 'data' if (root / 'data').is_dir() else generate(root, implicit, initial)
+    if trial == 'v' and not implicit and not (data / 'qa_variable_sequence_model_repository').is_dir(): generate_variable(root)
     where = root / 'qa' / 'L0_sequence_batcher'
     backends = 'onnx' if initial else BACKENDS   # the QA makes initial-state models for onnx only (gen_qa_model_repository)
     made = subprocess.run(['bash', '-e', '-c', stage_script(SH, implicit, initial, trial)], cwd=where,
@@ -176,7 +223,7 @@ def stage(root:Path, implicit:bool=False, initial:str='', trial:str='0') -> tupl
 
 STAGINGS = {'explicit': {}, 'implicit': {'implicit': True}, 'initial_zero': {'implicit': True, 'initial': 'zero'}}
 # (staging, model trial) runs: test.sh's trial "0" in each staging, its batching trials "1 2 4" with explicit state.
-TRIALS = [(staging, '0') for staging in STAGINGS] + [('explicit', trial) for trial in '124']
+TRIALS = [(staging, '0') for staging in STAGINGS] + [('explicit', trial) for trial in '124v']
 
 
 def trial_id(staging:str, trial:str) -> str: return staging if trial == '0' else f'{staging}-{trial}'
@@ -237,3 +284,153 @@ def test_the_lists_and_delays_are_test_sh_s():
     assert delay_env(SH, 'test_backlog_fill') == {'TRITONSERVER_DELAY_SCHEDULER': '10', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '2'}
     assert delay_env(SH, 'test_half_batch') == {'TRITONSERVER_DELAY_SCHEDULER': '8', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '0'}
     assert delay_env(SH, 'test_full_batch') == {'TRITONSERVER_DELAY_SCHEDULER': '12', 'TRITONSERVER_BACKLOG_DELAY_SCHEDULER': '0'}
+
+
+# ------------------------------------------------------------------------------------------- test.sh's "max queue delay"
+def queue_delay_script(sh:str) -> str:
+    """test.sh's "max queue delay" section as one bash script: the batching loop's staging of queue_delay_models (each
+    `*_sequence_*` model with max_batch_size 4, one instance and `direct { max_queue_delay_microseconds: 3000000
+    minimum_slot_utilization: 0 }`, and its `_half` (0.5) and `_full` (1) copies), the section's own `rm` of the
+    ensembles and its `export` lines, and the environment the trial loop leaves behind it: its lines run for the last of
+    test.sh's default MODEL_TRIALS ("0 1 2 4 v"), so MODEL_INSTANCES=1 and BATCHER_TYPE=VARIABLE, under which the
+    client leaves libtorch out of its trials, as in NVIDIA's own run."""
+    def grab(pattern): return re.search(pattern, sh, re.M | re.S).group(0)
+    last_trial = default_list(sh, 'MODEL_TRIALS')[-1]
+    section = grab(r'^# max queue delay\nMODEL_PATH=queue_delay_models\n.*?^for i in \$QUEUE_DELAY_TESTS ; do\n(    export .*?\n)+')
+    section = '\n'.join(line.strip() for line in section.splitlines() if not line.startswith('for i in'))
+    return '\n'.join([stage_script(sh, trial='1').rsplit('\nmodel_trial=', 1)[0], f'model_trial={last_trial}',
+                      grab(r'^    export NO_BATCHING=1 &&.*?^    MODEL_PATH=models\$\{model_trial\}$'),
+                      grab(r'^    export BATCHER_TYPE="VARIABLE" &&\n.*?$'), section,
+                      'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE '
+                      'TRITONSERVER_DELAY_SCHEDULER=$TRITONSERVER_DELAY_SCHEDULER '
+                      'TRITONSERVER_BACKLOG_DELAY_SCHEDULER=$TRITONSERVER_BACKLOG_DELAY_SCHEDULER"'])
+
+
+QUEUE_DELAY_TESTS = default_list(SH, 'QUEUE_DELAY_TESTS') if SH else []
+
+
+@pytest.fixture(scope='module')
+def queue_delay_staged(tmp_path_factory):
+    """queue_delay_models as test.sh's "max queue delay" section serves them, in a folder of its own (the trials' stagings
+    empty models{0,1,2,4} and queue_delay_models when they run); the explicit staging's generated models are shared."""
+    base = tmp_path_factory.getbasetemp()
+    explicit, root = base / 'sequence-batcher-qa-explicit', base / 'sequence-batcher-qa-queue-delay'
+    explicit.mkdir(exist_ok=True); root.mkdir(exist_ok=True)
+    data = explicit / 'data' if (explicit / 'data').is_dir() else generate(explicit)
+    where = extract_qa(root) / 'L0_sequence_batcher'
+    made = subprocess.run(['bash', '-e', '-c', queue_delay_script(SH)], cwd=where,
+                          env={**os.environ, 'BACKENDS': BACKENDS, 'DATADIR': str(data)}, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, f"test.sh's staging failed:\n{made.stderr[-4000:]}"
+    models = where / 'queue_delay_models'
+    for config in models.glob('*/config.pbtxt'): config.write_text(config.read_text().replace(*ON_CPU))
+    exported = dict(kv.split('=') for kv in made.stdout.split()[-5:])
+    env = {k: v for k, v in os.environ.items() if k not in DELAY_VARS}
+    return where, {**env, **exported, 'BACKENDS': BACKENDS, 'IMPLICIT_STATE': '0', 'INITIAL_STATE_FILE': '0', 'ENSEMBLES': '1'}, \
+        models, {k: exported[k] for k in DELAY_VARS}
+
+
+@pytest.mark.slow
+@pytest.mark.default_ports
+@pytest.mark.parametrize('test', cases(QUEUE_DELAY_TESTS))
+def test_queue_delay(queue_delay_staged, test):
+    "Each of test.sh's QUEUE_DELAY_TESTS on a fresh server over queue_delay_models, with the section's delays."
+    where, env, models, delays = queue_delay_staged
+    verdict, report = run_qa_test((where, env, models), test, delays)
+    assert verdict == 'ok', f'{test}: {verdict}\n{report}'
+
+
+def test_the_queue_delay_section_is_test_sh_s():
+    "What the queue-delay section stages and exports, read from test.sh; pinned so that a change of tag shows up."
+    if why := missing(): skip_or_fail('libtorch_qa', why)
+    assert QUEUE_DELAY_TESTS == ['test_queue_delay_no_min_util', 'test_queue_delay_half_min_util', 'test_queue_delay_full_min_util']
+    script = queue_delay_script(SH)
+    assert 'rm -rf queue_delay_models/simple_* queue_delay_models/fan_* queue_delay_models/sequence_*' in script
+    out = subprocess.run(['bash', '-c', script.split('source ../common/util.sh', 1)[0] + script[script.index('model_trial=v'):]],
+                         capture_output=True, text=True).stdout.split()
+    assert out[-5:] == ['NO_BATCHING=0', 'MODEL_INSTANCES=1', 'BATCHER_TYPE=VARIABLE', 'TRITONSERVER_DELAY_SCHEDULER=2',
+                        'TRITONSERVER_BACKLOG_DELAY_SCHEDULER=0']
+
+
+def stage_section(tmp_path_factory, name:str, script:str) -> tuple:
+    """qa/ in a folder of its own with `script` (test.sh's lines for one of its sections, ending by echoing the three
+    variables it exports) run in L0_sequence_batcher: (that folder, the client's environment)."""
+    if why := missing(): skip_or_fail('libtorch_qa', why)
+    root = tmp_path_factory.getbasetemp() / f'sequence-batcher-qa-{name}'
+    root.mkdir(exist_ok=True)
+    where = extract_qa(root) / 'L0_sequence_batcher'
+    made = subprocess.run(['bash', '-e', '-c', script], cwd=where, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, f"test.sh's staging failed:\n{made.stderr[-4000:]}"
+    env = {k: v for k, v in os.environ.items() if k not in DELAY_VARS}
+    env.update(kv.split('=') for kv in made.stdout.split()[-3:])
+    return where, {**env, 'BACKENDS': BACKENDS, 'IMPLICIT_STATE': '0', 'INITIAL_STATE_FILE': '0'}
+
+
+# ---------------------------------------------------------------------------------- test.sh's "Preserve Ordering Tests"
+def preserve_ordering_script(sh:str) -> str:
+    """test.sh's lines that make preserve_ordering_models (qa/python_models/sequence_py, an `oldest` sequence batcher with
+    max_candidate_sequences 4 and a 1 s queue delay, as seqpy_{no_,}preserve_ordering_{decoupled,nondecoupled}), and the
+    environment the request-timeout section before it exports (the client reads NO_BATCHING and MODEL_INSTANCES when it
+    is imported)."""
+    def grab(pattern): return re.search(pattern, sh, re.M | re.S).group(0)
+    return '\n'.join([grab(r'^    export NO_BATCHING=0\n    export MODEL_INSTANCES=1\n    export BATCHER_TYPE="FIXED"$'),
+                      grab(r'^    TEST_CASE=SequenceBatcherPreserveOrderingTest\n.*?^    done$'),
+                      'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE"'])
+
+
+PRESERVE_ORDERING_TESTS = ['test_sequence_with_preserve_ordering', 'test_sequence_without_preserve_ordering']
+
+
+@pytest.fixture(scope='module')
+def preserve_ordering_staged(tmp_path_factory):
+    "preserve_ordering_models as test.sh makes them, in a folder of their own, and the client's environment."
+    where, env = stage_section(tmp_path_factory, 'preserve-ordering', preserve_ordering_script(SH))
+    return where, env, where / 'preserve_ordering_models'
+
+
+@pytest.mark.slow
+@pytest.mark.default_ports
+@pytest.mark.parametrize('kind', ['mini', pytest.param('triton', marks=pytest.mark.oracle)])
+def test_preserve_ordering(preserve_ordering_staged, kind):
+    """SequenceBatcherPreserveOrderingTest (its two tests, in one client run as test.sh runs it) on triton-mini and on the
+    real Triton 2.51: python models, so both servers run them. Ten gRPC-streamed sequences of three requests each,
+    interleaved by random sleeps; each sequence's outputs and request ids must come back in order, all responses in
+    request order with preserve_ordering, and some requests batched (execution_count < inference_count)."""
+    where, env, models = preserve_ordering_staged
+    server_cls = {'mini': MiniProcess, 'triton': RealTriton}[kind]
+    with default_ports():
+        server = server_cls(models, '--log-verbose=1', fixed_ports=True, cwd=where)
+        try: client = subprocess.run([sys.executable, 'sequence_batcher_test.py', 'SequenceBatcherPreserveOrderingTest', '-v'],
+                                     cwd=where, env=env, capture_output=True, text=True, timeout=600)
+        finally: server.stop()
+    report = client.stdout + client.stderr
+    verdicts = dict(pyqa.VERBOSE_VERDICT.findall(report))
+    assert {t: verdicts.get(t) for t in PRESERVE_ORDERING_TESTS} == dict.fromkeys(PRESERVE_ORDERING_TESTS, 'ok'), \
+        f'{report[-6000:]}\nserver log:\n{server.log()[-3000:]}'
+
+
+# ------------------------------------------------------------------------------ test.sh's "request timeout" section
+def request_timeout_script(sh:str) -> str:
+    "test.sh's request-timeout lines: its exports and the version directory it makes for request_timeout_models."
+    def grab(pattern): return re.search(pattern, sh, re.M | re.S).group(0)
+    return '\n'.join([grab(r'^    export NO_BATCHING=0\n    export MODEL_INSTANCES=1\n    export BATCHER_TYPE="FIXED"\n\n'
+                            r'    TEST_CASE=SequenceBatcherRequestTimeoutTest\n.*?^    mkdir -p .*?$'),
+                      'echo "NO_BATCHING=$NO_BATCHING MODEL_INSTANCES=$MODEL_INSTANCES BATCHER_TYPE=$BATCHER_TYPE"'])
+
+
+REQUEST_TIMEOUT_TESTS = ['test_request_timeout', 'test_send_request_after_timeout']
+
+
+@pytest.mark.slow
+@pytest.mark.default_ports
+def test_request_timeout(tmp_path_factory):
+    """SequenceBatcherRequestTimeoutTest, one client run on a fresh server as test.sh runs it, on the QA's own
+    request_timeout_models: `custom_sequence_int32_timeout`, Triton's identity backend with `execute_delay_ms: 5000`
+    (03_backend's appendix), one instance. Two gRPC-streamed sequences with a 3 s timeout per request: the second waits
+    in the backlog behind the first's 5 s executions, so all its requests fail with "timeout of the corresponding
+    sequence has been expired", and a request sent after that gets "must specify the START flag". The real Triton of
+    the oracle has no identity backend: the QA's checks are the judge."""
+    where, env = stage_section(tmp_path_factory, 'request-timeout', request_timeout_script(SH))
+    outcomes, report = pyqa.served_unittest(where / 'request_timeout_models', where,
+                                            ['sequence_batcher_test.py', 'SequenceBatcherRequestTimeoutTest'],
+                                            '--log-verbose=1', grpc=True, env=env, timeout=600)
+    assert {t: outcomes.get(t) for t in REQUEST_TIMEOUT_TESTS} == dict.fromkeys(REQUEST_TIMEOUT_TESTS, 'ok'), report[-9000:]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-import threading
+import logging, re, threading, time
 import numpy as np
 from fastcore.basics import patch
 
@@ -15,10 +15,11 @@ from .model_config import ModelConfig, ModelInput, ModelOutput
 from .tensors import TritonError
 
 # %% auto #0
-__all__ = ['BATCH_INPUT_DTYPES', 'InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend',
+__all__ = ['BATCH_INPUT_DTYPES', 'log', 'InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend',
            'BackendRegistry', 'LazyBackend', 'IdentityInstance', 'IdentityBackend', 'ClassificationInstance',
            'ClassificationBackend', 'next_token', 'LLMInstance', 'LLMBackend', 'responses_by_rows', 'batch_error',
-           'control_tensors', 'state_tensors', 'batch_input_tensor', 'batch_inputs', 'scatter_with_input_shape']
+           'control_tensors', 'state_tensors', 'batch_input_tensor', 'batch_inputs', 'scatter_with_input_shape',
+           'string_parameter', 'int_parameter', 'instance_index']
 
 # %% ../nbs/03_backend.ipynb #ea31e1b2
 @dataclass(eq=False, slots=True)
@@ -213,7 +214,9 @@ def _outputs_for(req:InferenceRequest, config:ModelConfig, arrays:list) -> dict:
 
 class IdentityInstance(ModelInstance):
     "Output i is input i (by position in the config), like Triton's identity backend."
+    delay_s = 0.0   # the config's `execute_delay_ms`, a testing knob of Triton's identity backend (appendix)
     def execute(self, requests):
+        if self.delay_s: time.sleep(self.delay_s)
         cfg = self.args.config
         return [InferenceResponse(_outputs_for(r, cfg, [r.inputs[i.name] for i in cfg.input if i.name in r.inputs]))
                 for r in requests]
@@ -359,3 +362,40 @@ def scatter_with_input_shape(config:ModelConfig, name:str, array:np.ndarray, req
         parts.append(flat[start:start + n].reshape(shape))
         start += n
     return parts
+
+# %% ../nbs/03_backend.ipynb #335d0544
+log = logging.getLogger(__name__)
+
+def string_parameter(config:ModelConfig, key:str) -> str | None:
+    "The config's parameter `key` as written, or None when it is absent."
+    p = config.parameters.get(key)
+    return None if p is None else p.string_value
+
+def int_parameter(config:ModelConfig, key:str, default:int=0) -> int:
+    "A config parameter as an integer, parsed like the backend's `std::stoi` (leading digits count)."
+    text = string_parameter(config, key)
+    if text is None: return default
+    m = re.match(r'\s*[+-]?\d+', text)
+    if m is None: raise TritonError(f"failed to convert '{text}' to integral number", 'INVALID_ARG')
+    return int(m.group())
+
+# %% ../nbs/03_backend.ipynb #807b0f9a
+def instance_index(args:InstanceArgs) -> int:
+    "The instance's place in creation order over all its model's instance groups (`<group>_<index>` names it in its group)."
+    group, _, index = args.instance_name.rpartition('_')
+    before = 0
+    for g in args.config.instance_group:
+        if g.name == group: return before + int(index)
+        before += max(g.count, 1)
+    return int(index)
+
+@patch
+def __init__(self:IdentityInstance, args:InstanceArgs):
+    super(IdentityInstance, self).__init__(args)
+    cfg, i = args.config, instance_index(args)
+    if i == 0 and (sec := int_parameter(cfg, 'creation_delay_sec')):
+        log.info(f'Creation delay is set to: {string_parameter(cfg, "creation_delay_sec")}')
+        time.sleep(sec)
+    if ms := int_parameter(cfg, 'execute_delay_ms'):
+        multiplier = int_parameter(cfg, 'instance_wise_delay_multiplier') * i
+        self.delay_s = ms * max(multiplier, 1) / 1000

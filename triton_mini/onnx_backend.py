@@ -22,10 +22,9 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'make_onnx_model', 'save_onnx', 'make_add_sub_onnx', 'OnnxTensorInfo', 'tensor_info', 'tensor_infos',
-           'int_parameter', 'bool_parameter', 'session_options', 'run_options', 'model_file', 'load_session',
-           'compare_dims', 'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance', 'concat_requests',
-           'split_batch', 'ONNXRuntimeBackend', 'can_batch', 'autocomplete_tensors', 'linear_weights',
-           'make_linear_onnx', 'ort_error']
+           'bool_parameter', 'session_options', 'run_options', 'model_file', 'load_session', 'compare_dims',
+           'validate_inputs', 'validate_outputs', 'ONNXRuntimeInstance', 'concat_requests', 'split_batch',
+           'ONNXRuntimeBackend', 'can_batch', 'autocomplete_tensors', 'linear_weights', 'make_linear_onnx', 'ort_error']
 
 # %% ../nbs/04b_onnx_backend.ipynb #09c1304a
 _ONNX_OPSET, _ONNX_IR_VERSION = 14, 8   # old enough for every onnxruntime >= 1.10 to load
@@ -93,22 +92,12 @@ def tensor_infos(nodes) -> dict:
     return {n.name: tensor_info(n) for n in nodes}
 
 # %% ../nbs/04b_onnx_backend.ipynb #17824617
-def _parameter(config:ModelConfig, key:str) -> str | None:
-    p = config.parameters.get(key)
-    return None if p is None else p.string_value
-
-def int_parameter(config:ModelConfig, key:str, default:int=0) -> int:
-    "A config parameter as an integer, parsed like the backend's `std::stoi` (leading digits count)."
-    text = _parameter(config, key)
-    if text is None: return default
-    m = re.match(r'\s*[+-]?\d+', text)
-    if m is None: raise TritonError(f"failed to convert '{text}' to integral number", 'INVALID_ARG')
-    return int(m.group())
+from .backend import string_parameter, int_parameter   # std::stoi's reading of a number, shared by the backends (03)
 
 # %% ../nbs/04b_onnx_backend.ipynb #e58d44b6
 def bool_parameter(config:ModelConfig, key:str) -> bool | None:
     "A config parameter as a boolean (true/on/1, false/off/0), or None when it is absent."
-    text = _parameter(config, key)
+    text = string_parameter(config, key)
     if text is None: return None
     if text.lower() in ('true', 'on', '1'): return True
     if text.lower() in ('false', 'off', '0'): return False
@@ -136,7 +125,7 @@ def session_options(config:ModelConfig, model_dir:Path|None=None) -> ort.Session
 # %% ../nbs/04b_onnx_backend.ipynb #58d1c68e
 def _memory_options(so:ort.SessionOptions, config:ModelConfig, model_dir:Path|None=None):
     "Arena, memory pattern, initializer allocation, accelerators and custom-op libraries."
-    if (v := _parameter(config, 'session.use_device_allocator_for_initializers')) is not None:
+    if (v := string_parameter(config, 'session.use_device_allocator_for_initializers')) is not None:
         so.add_session_config_entry('session.use_device_allocator_for_initializers', v)
     if (arena := bool_parameter(config, 'enable_mem_arena')) is not None: so.enable_cpu_mem_arena = arena
     if (pattern := bool_parameter(config, 'enable_mem_pattern')) is not None: so.enable_mem_pattern = pattern
@@ -151,7 +140,7 @@ def run_options(config:ModelConfig) -> ort.RunOptions:
     "Options for every `session.run`: only `memory.enable_memory_arena_shrinkage` is read from the config."
     ro = ort.RunOptions()
     ro.log_severity_level = 4   # a failed run is reported in the responses, not also logged by ORT
-    if (v := _parameter(config, 'memory.enable_memory_arena_shrinkage')) is not None:
+    if (v := string_parameter(config, 'memory.enable_memory_arena_shrinkage')) is not None:
         ro.add_run_config_entry('memory.enable_memory_arena_shrinkage', v)
     return ro
 

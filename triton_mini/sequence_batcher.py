@@ -14,14 +14,14 @@ from fastcore.basics import patch
 from .tensors import TritonError, np_dtype, config_to_wire, _split_bytes, _object_array
 from .model_config import ModelConfig
 from .backend import InferenceRequest, InferenceResponse
-from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, next_batch, _deliver
+from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, batch_key, next_batch, _deliver
 from .model_repository import model_path
 
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'IDLE_GRACE_NS', 'Control', 'controls', 'control_tensor', 'initial_state',
-           'Sequence', 'Pool', 'SequenceBatcher']
+__all__ = ['log', 'SEQUENCE_START', 'SEQUENCE_END', 'IDLE_GRACE_NS', 'EXPIRED', 'Control', 'controls', 'control_tensor',
+           'initial_state', 'Sequence', 'Pool', 'SequenceBatcher']
 
 # %% ../nbs/05b_sequence_batcher.ipynb #0565b752
 SEQUENCE_START, SEQUENCE_END = 1, 2    # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
@@ -83,6 +83,7 @@ class Sequence:
     state: dict = field(default_factory=dict)      # implicit state: input name -> tensor
     last_ns: int = 0                               # arrival of its last request: the idle clock
     done_ns: int = 0                               # when its last response was final
+    expires_ns: int = 0                            # in the backlog: its requests' earliest timeout (0: none; appendix)
     def __repr__(self): return f'Sequence({self.corrid!r}, slot={self.slot}, pending={len(self.pending)})'
 
 @dataclass(eq=False)
@@ -121,6 +122,7 @@ class SequenceBatcher(Scheduler):
         self.idle_ns = (sb.max_sequence_idle_microseconds or 1_000_000) * 1000
         self.grace_ns = min(self.idle_ns, IDLE_GRACE_NS)
         self.delay = delay_hook(self.oldest)   # Triton's testing hook: its appendix
+        self.ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)   # appendix: requests of different shapes
         for s in sb.state: initial_state(s, model_dir, config.max_batch_size > 0)   # a bad data_file fails the load, not a request
         super().__init__(config, instances, stats, clock)
 
@@ -165,6 +167,8 @@ def enqueue(self:SequenceBatcher, req:InferenceRequest):
         seq.pending.append(req)
         if req.flags & SEQUENCE_END: del self.sequences[cid]   # its id is free at once: a new START with it is a new sequence
         seq.last_ns = self.clock()
+        if req.timeout_us and seq.pool is None:   # a backlogged sequence expires by its requests' timeouts (appendix)
+            due = seq.last_ns + req.timeout_us * 1000; seq.expires_ns = min(seq.expires_ns or due, due)
         self.stats.pending += 1
         self._cond.notify_all()
 
@@ -200,6 +204,10 @@ def _ready(self:SequenceBatcher, pool:Pool) -> list:
     if self.oldest: ready.sort(key=lambda r: r[1].pending[0].arrival_ns)
     return ready
 
+def _shape_key(self:SequenceBatcher, seq:Sequence) -> tuple:
+    "What must match for sequences' next requests to share a batch: the shapes of the inputs that cannot be ragged."
+    return batch_key(seq.pending[0], self.ragged, self.config.max_batch_size > 0)
+
 def _decide(self:SequenceBatcher, pool:Pool, ready:list, now:int) -> tuple:
     "(how many ready slots to send, ns to wait first or None): the strategy's timing rule."
     if not ready: return 0, None
@@ -209,11 +217,11 @@ def _decide(self:SequenceBatcher, pool:Pool, ready:list, now:int) -> tuple:
     if self._stopping: delay = 0
     if self.oldest:
         mbs = max(self.config.max_batch_size, 1)
-        return next_batch([1] * len(ready), [0] * len(ready), mbs, list(self.sb.oldest.preferred_batch_size) or [mbs], waited, delay)
+        return next_batch([1] * len(ready), [self._shape_key(s) for _, s in ready], mbs, list(self.sb.oldest.preferred_batch_size) or [mbs], waited, delay)
     util = self.sb.direct.minimum_slot_utilization if self.sb.direct else 0
     if len(ready) / len(pool.slots) >= util or waited >= delay: return len(ready), None
     return 0, delay - waited
-SequenceBatcher._ready, SequenceBatcher._decide = _ready, _decide
+SequenceBatcher._ready, SequenceBatcher._shape_key, SequenceBatcher._decide = _ready, _shape_key, _decide
 
 # %% ../nbs/05b_sequence_batcher.ipynb #03bc5bc0
 @patch
@@ -278,11 +286,14 @@ def filler(self:SequenceBatcher, like:InferenceRequest) -> InferenceRequest:
 @patch
 def _form(self:SequenceBatcher, pool:Pool, ready:list) -> list:
     "The batch for the first `len(ready)` chosen slots (the lock is held)."
+    top = max(i for i, _ in ready)           # a direct batch reaches the highest slot with a request
+    if not self.oldest and len(ready) > 1:   # a slot whose request differs in shape sits this batch out (appendix)
+        first = self._shape_key(ready[0][1]); ready = [(i, s) for i, s in ready if self._shape_key(s) == first]
     real = {i: r for i, s in ready if (r := self._prepare_or_fail(s)) is not None}
     if not real: return []
     if self.oldest: return [real[i] for i, _ in ready if i in real]
     like = next(iter(real.values()))
-    return [real[i] if i in real else self.filler(like) for i in range(max(real) + 1)]
+    return [real[i] if i in real else self.filler(like) for i in range(top + 1)]
 @patch
 def _counted(self:SequenceBatcher, batch:list) -> list:
     """Request statistics leave out the fillers (READY=0 requests for empty slots), as Triton counts them (core's
@@ -334,8 +345,9 @@ def _state_strings(path, init, state, count:int, shape) -> np.ndarray:
 # %% ../nbs/05b_sequence_batcher.ipynb #2c958264
 @patch
 def _next_idle_s(self:SequenceBatcher, now:int) -> float:
-    "Seconds until the next sequence can idle out (at most 1 s: the reaper also notices a stop)."
+    "Seconds until the next sequence can idle out or a backlogged one expire (at most 1 s: the reaper also notices a stop)."
     due = [max(s.last_ns + self.idle_ns, s.done_ns + self.grace_ns) - now for s in self.sequences.values() if not s.pending and not s.busy]
+    due += [s.expires_ns - now for s in self.backlog if s.expires_ns]
     return min(max(min(due), 0) / 1e9 + 0.001, 1.0) if due else 1.0
 
 # %% ../nbs/05b_sequence_batcher.ipynb #f22916dd
@@ -355,6 +367,7 @@ def _reaper(self:SequenceBatcher):
         while not self._stopping:
             now = self.clock()
             self._reap(now)
+            for r in self._expire_backlog(now): self._reject_expired(r, now)
             self._cond.wait(self._next_idle_s(now))   # woken early by every enqueue and completion
 
 @patch
@@ -363,6 +376,25 @@ def start(self:SequenceBatcher):
     Scheduler.start(self)
     threading.Thread(target=self._reaper, name=f'triton_mini:{self.config.name}:idle', daemon=True).start()
     return self
+
+# %% ../nbs/05b_sequence_batcher.ipynb #020e283f
+EXPIRED = 'timeout of the corresponding sequence has been expired'
+
+@patch
+def _expire_backlog(self:SequenceBatcher, now:int) -> list:
+    "Drop the backlogged sequences past their deadline; their queued requests, to reject (the lock is held)."
+    late = [s for s in self.backlog if s.expires_ns and s.expires_ns <= now]
+    out = [r for s in late for r in s.pending]
+    for s in late:
+        s.pending.clear(); self.backlog.remove(s)
+        if self.sequences.get(s.corrid) is s: del self.sequences[s.corrid]
+    self.stats.pending -= len(out)
+    return out
+
+@patch
+def _reject_expired(self:SequenceBatcher, req:InferenceRequest, now:int):
+    self.stats.record_request(req, False, now, 'REJECTED')
+    _deliver(req, InferenceResponse(error=TritonError(EXPIRED, 'UNAVAILABLE')))
 
 # %% ../nbs/05b_sequence_batcher.ipynb #950c800a
 @patch
