@@ -37,6 +37,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # test modules and scripts import the helpers as top-level modules
 import triton_servers as ts  # noqa: E402
+# Options for this run only (CI's `--durations`): the pytest runs some tests start must not inherit them.
+os.environ.pop('PYTEST_ADDOPTS', None)
 
 
 @pytest.fixture(scope='session', autouse=True)
