@@ -176,12 +176,30 @@ def _take_now(self:DynamicBatcher):
         return self._pop(n) if n else None
 
 @patch
+def _grow(self:Scheduler, batch:list) -> list:
+    "`batch` when its instance is allocated; the base takes nothing more (one request is one execution)."
+    return batch
+
+@patch
+def _grow(self:DynamicBatcher, batch:list) -> list:
+    "`batch` and the compatible requests queued while it waited for its instance (see above)."
+    limit = min(max(self.preferred, default=self.max_batch_size), self.max_batch_size)
+    with self._cond:
+        size, key, n = sum(r.batch_size for r in batch), self.key(batch[0]), 0
+        if size in self.preferred and not self.max_delay_ns: return batch   # saturated when formed
+        for e in self._head():
+            if e.key != key or size + e.req.batch_size > limit: break
+            size += e.req.batch_size; n += 1
+        return batch + self._pop(n) if n else batch
+
+@patch
 def _run_limited(self:Scheduler, inst, batch:list):
     "Run `batch`, and the batches ready when it ends, each when the rate limiter allows `inst` to execute."
     limiter = self.rate_limiter
     while batch is not None:
         self._running[inst.name] = batch
         limiter.acquire(inst)
+        self._running[inst.name] = batch = self._grow(batch)
         try:
             if not any(r.cancelled for r in batch) or (batch := self._drop_cancelled(batch)): self._run(inst, batch)
         except BaseException as e: self._run_failed(inst, e)

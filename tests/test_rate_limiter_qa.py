@@ -1,0 +1,95 @@
+"""Triton's L0_rate_limiter QA on triton-mini's rate limiter (nbs/05d_rate_limiter): its test.sh itself, run by bash.
+
+The QA is NVIDIA's, read at test time from a git directory of triton-inference-server/server (`$TRITON_SERVER_REPO`,
+tag v2.51.0) and never copied into the project. test.sh runs whole and unchanged: it stages its models (qa/custom_models' `custom_zero_1_float32`, Triton's identity backend with `execute_delay_ms: 100`,
+twice with different `rate_limiter` resources and priorities, and `custom_sequence_int32`), starts the server
+(`$TRITON_DIR/bin/tritonserver`, through qa/common/util.sh's run_server) 13 times with `--rate-limit=execution_count`
+and various `--rate-limit-resource` values, greps the logs of the four starts that must fail (`Resource count for
+"resource1" is limited to 1 which will prevent scheduling ...`, `Resource "resource2" is present as both global and
+device-specific resource ...`), runs rate_limiter_test.py's cases (cross-model prioritisation with limited and plenty
+resources, one model with two instances, dynamic batching, a sequence) and compares the durations of the limited and
+plenty runs; it prints `*** Test Passed ***` and exits 0 only when every check holds.
+
+What this module provides, as the QA container does:
+- `$TRITON_DIR/bin/tritonserver`: a script that runs `python -m triton_mini` with test.sh's arguments, after
+  `--backend-directory=$TRITON_DIR/backends` (Triton's default backend directory, next to bin/);
+- `$TRITON_DIR/backends/sequence/model.py`: Triton's QA test backend `sequence` (src/test/sequence, the container's
+  libtriton_sequence.so) ported as a Python-based backend (tests/qa_backends/sequence);
+- `qa/custom_models/custom_sequence_int32/1/`, which Dockerfile.QA makes (with the backend's library in it).
+Adapted, and why: the instance groups test.sh appends say `kind: KIND_GPU`; with no GPU the core refuses that kind
+(as Triton does without one) before the rate limiter sees it, so those `echo` lines write KIND_CPU. A CPU instance's
+device-specific resources are those of device 0, as a GPU instance's on device 0 in NVIDIA's run. Its other
+KIND_GPU (a `sed` on custom_sequence_int32, whose config says KIND_CPU) matches nothing in either run and is left.
+The real Triton of the oracle has no identity backend: test.sh's own checks are the judge.
+
+Measured on main (2026-12-07, 2 min 39 s with the default ports to itself): every expected load failure and its log
+text, the cross-model prioritisation cases (limited and plenty resources), the two-instance cases and their durations,
+and the sequence case pass; test_single_model_dynamic_batching fails (KNOWN_FAILURES says why). Its first run also
+found that a batch which waited for its instance never took the requests queued meanwhile (05d's `_grow` now does).
+"""
+from __future__ import annotations
+
+import os, re, shutil, signal, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+import triton_python_qa as pyqa
+from triton_servers import default_ports, popen, skip_or_fail
+
+QA_BACKENDS = Path(__file__).parent / 'qa_backends'
+# client case: why it fails on triton-mini (test.sh still runs it; the test fails if another case fails, or this one passes)
+KNOWN_FAILURES = {
+    'test_single_model_dynamic_batching':
+        "two instances that cannot run together (resource1), preferred sizes 1-4, a 5 s queue delay, "
+        "TRITONSERVER_DELAY_SCHEDULER=8: Triton's batches all leave at size 4, triton-mini's at 1-4 (4/8/16/3 executions of sizes "
+        "1/2/3/4 measured). Triton forms one payload at a time and keeps adding requests to it until it starts executing "
+        "(core's DynamicBatchScheduler: curr_payload_, payload_saturated_), and holds the first batch until 8 requests are "
+        "queued (its testing hook, not implemented for triton-mini's dynamic batcher); here each instance's worker takes a "
+        "batch as soon as one is ready and then waits for the rate limiter (05d's `_grow` adds what arrived meanwhile, "
+        "but the other worker's waiting batch splits the arrivals).",
+}
+TAG = pyqa.TAG
+
+
+def stage(root:Path) -> Path:
+    """qa/common, qa/custom_models and qa/L0_rate_limiter under `root`, the version directory Dockerfile.QA makes for
+    custom_sequence_int32, and a TRITON_DIR whose bin/tritonserver is triton-mini: (L0_rate_limiter's folder)."""
+    if why := pyqa.missing(): skip_or_fail('python_qa', why)
+    tar = subprocess.run(['git', f'--git-dir={pyqa.SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', 'qa/custom_models',
+                          'qa/L0_rate_limiter'], capture_output=True, check=True).stdout
+    subprocess.run(['tar', '-x', '-C', str(root)], input=tar, check=True)
+    (root / 'qa' / 'custom_models' / 'custom_sequence_int32' / '1').mkdir(parents=True, exist_ok=True)   # Dockerfile.QA's mkdir
+    triton = root / 'tritonserver'
+    shutil.copytree(QA_BACKENDS, triton / 'backends')
+    server = triton / 'bin' / 'tritonserver'
+    server.parent.mkdir(parents=True)
+    server.write_text(f'#!/bin/sh\nexec {sys.executable} -m triton_mini --backend-directory={triton / "backends"} "$@"\n')
+    server.chmod(0o755)
+    return root / 'qa' / 'L0_rate_limiter'
+
+
+@pytest.mark.slow
+@pytest.mark.default_ports
+def test_rate_limiter_test_sh(tmp_path):
+    """test.sh passes whole: every expected load failure, every client case, the limited run slower than the plenty one
+    (while KNOWN_FAILURES is not empty: exactly those client cases fail, and all of test.sh's other checks hold)."""
+    where = stage(tmp_path)
+    env = {**os.environ, 'NVIDIA_TRITON_SERVER_VERSION': '24.10', 'TRITON_DIR': str(tmp_path / 'tritonserver'),
+           'PATH': f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}',   # python3: this interpreter, with tritonclient
+           'PYTHONPATH': os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get('PYTHONPATH')) if p)}
+    script = (where / 'test.sh').read_text().replace('echo "kind: KIND_GPU', 'echo "kind: KIND_CPU')   # docstring
+    with default_ports():
+        run = popen(['bash', '-c', script], cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try: out, _ = run.communicate(timeout=1500)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL); out, _ = run.communicate()
+    client = (where / 'client.log').read_text() if (where / 'client.log').exists() else ''
+    report = f'{out[-6000:]}\nclient.log:\n{client[-6000:]}'
+    if not KNOWN_FAILURES:
+        assert run.returncode == 0 and '*** Test Passed ***' in out, report
+    failed = {name for _, name in re.findall(r'^(FAIL|ERROR): (test_\w+)', client, re.M)}
+    assert failed == set(KNOWN_FAILURES), report                       # the client cases: exactly the known ones fail
+    for mark in ('*** Failed. Expected error message', '*** Failed to start', 'Error: Test with limited resources',
+                 '*** Unexpected success', 'Test Result Verification Failed'):
+        assert mark not in out, report                                 # and every check of test.sh's own holds
