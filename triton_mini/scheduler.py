@@ -729,9 +729,10 @@ def _reap(self:DynamicBatcher):
     cond, heap = self._reaper
     with self._lock:
         while not self._stopping:
-            now = self.clock()
-            while heap and heap[0] <= now: heapq.heappop(heap)
+            now, due = self.clock(), False
+            while heap and heap[0] <= now: heapq.heappop(heap); due = True
             for r in self._expire(now): self._reject_timeout(r, now)
+            if due: self._cond.notify()   # the queue changed: a worker waiting out the queue delay forms its batch again
             cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
 
 # %% ../nbs/05_scheduler.ipynb #167bd5a0
