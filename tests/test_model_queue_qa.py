@@ -15,6 +15,14 @@ the client hard-codes, and metrics on 8002, which test_policy_reject reads for i
 (CUDA_VISIBLE_DEVICES=0, its one export). Each case's client runs its checks over four trials: the identity model
 and the ensemble, each over HTTP and gRPC. One pytest item per case.
 
+Measured (2026-12-07): 6 of 7 pass, test_policy_reject is an xfail (KNOWN_FAILURES: core counts a failed ensemble
+request twice in nv_inference_request_failure, triton-mini once). The first run found two differences, both fixed in
+05_scheduler: test_max_priority_levels (priority_levels 2**64-1) never started, as the dynamic batcher made a queue per
+level up front (now each level's queue is made when first needed, as core's PriorityQueue makes them); and in
+test_timeout_override and test_priority_with_policy the requests behind one that timed out waited out the 10 s queue
+delay (or expired too), as the queue-policy reaper did not wake the worker (core's batcher wakes at the queue's
+closest timeout). Each case takes 30-90 s, most of it the client's own waits.
+
 Adapted: nothing. The staging asks for KIND_CPU already, and test_max_queue_size's `execute_delay_ms` is the identity
 backend's parameter that triton-mini's identity backend honours (03_backend's appendix). Not run: nothing of test.sh's
 is left out. The real Triton of the oracle has only the Python backend, not the identity backend: the QA's own checks
@@ -36,12 +44,13 @@ QA_PATHS = ('qa/common', 'qa/L0_model_queue', 'qa/custom_models/custom_zero_1_fl
 CLIENT = 'model_queue_test.py'
 
 
-def read_test_sh() -> str:
-    return subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'show', f'{TAG}:qa/L0_model_queue/test.sh'],
+def show(name:str) -> str:
+    "qa/L0_model_queue/NAME at TAG, read from the server's git directory."
+    return subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'show', f'{TAG}:qa/L0_model_queue/{name}'],
                           capture_output=True, text=True, check=True).stdout
 
 
-SH = read_test_sh() if not pyqa.missing() else ''
+SH = show('test.sh') if not pyqa.missing() else ''
 CASES = re.findall(r'^TEST_CASE=(\w+)$', SH, re.M)
 
 
@@ -102,8 +111,7 @@ def test_mini_passes_model_queue_qa(case, tmp_path):
 def test_cases_and_staging_follow_the_qa():
     "CASES are the client's tests; each staging is test.sh's, and the one for max priority levels has its variables."
     if why := pyqa.missing(): skip_or_fail('python_qa', why)
-    client = subprocess.run(['git', f'--git-dir={SERVER_REPO}', 'show', f'{TAG}:qa/L0_model_queue/{CLIENT}'],
-                            capture_output=True, text=True, check=True).stdout
+    client = show(CLIENT)
     assert sorted(CASES) == sorted(re.findall(r'def (test_\w+)', client)) and len(CASES) == 7
     script = staging_script(SH, 'test_max_priority_levels')
     assert 'run_server' not in script and 'MAX_UINT64=18446744073709551615' in script
