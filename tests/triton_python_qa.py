@@ -434,14 +434,14 @@ def run_client(folder:Path, target:str, xml:Path, env=None, timeout:float=600, d
 VERBOSE_VERDICT = re.compile(r'^(test_\w+) \(.*?\) \.\.\. (\w+)', re.M)   # unittest -v: `test_x (module.Class.test_x) ... ok`
 
 
-def serve_and_run(models:Path, folder:Path, argv, *flags, grpc:bool=False, env=None, timeout:float=300,
+def serve_and_run(models:Path, folder:Path, argv, *flags, grpc:bool=False, metrics:bool=False, env=None, timeout:float=300,
                   server_env=None, start_timeout:float=120):
-    """triton-mini on `models` with `flags`, on Triton's default ports (HTTP 8000, and gRPC 8001 with `grpc`; no metrics)
-    under their lock, while `python ARGV` runs once in `folder` (`env`: the client's environment, None for ours;
+    """triton-mini on `models` with `flags`, on Triton's default ports (HTTP 8000, gRPC 8001 with `grpc`, metrics 8002 with
+    `metrics`: clients that read failure counters) under their lock, while `python ARGV` runs once in `folder` (`env`: the client's environment, None for ours;
     `server_env`: variables added to the server's): (the client's CompletedProcess, the stopped server, whose log() is
     there to read)."""
     with default_ports():
-        server = MiniProcess(models, *flags, fixed_ports=(8000, 8001 if grpc else None, None), grpc=grpc, metrics=False,
+        server = MiniProcess(models, *flags, fixed_ports=(8000, 8001 if grpc else None, 8002 if metrics else None), grpc=grpc, metrics=metrics,
                              env=server_env, timeout=start_timeout)
         try: client = subprocess.run([sys.executable, *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
         finally: server.stop()

@@ -307,6 +307,17 @@ def _policy(db, level:int):
     if db.priority_queue_policy and level in db.priority_queue_policy: return db.priority_queue_policy[level]
     return db.default_queue_policy
 
+class _PerLevel(dict):
+    """Priority level -> its queue (or policy), made when first asked for and kept in level order. A config may allow
+    up to 2**64-1 levels (Triton's QA L0_model_queue does), too many to make up front; core's PriorityQueue also makes
+    a level's queue when a request first comes to it (scheduler_utils.cc, `PriorityQueue::Enqueue`)."""
+    def __init__(self, make): super().__init__(); self.make = make
+    def __missing__(self, lvl):
+        value, later = self.make(lvl), [k for k in self if k > lvl]
+        self[lvl] = value
+        for k in later: self[k] = self.pop(k)   # the higher levels move behind it: iteration stays in level order
+        return value
+
 # %% ../nbs/05_scheduler.ipynb #14f0d7a1
 class DynamicBatcher(Scheduler):
     "Triton's dynamic batcher: `schedule` (pure, the lesson) and, once started, a live queue per priority level."
@@ -321,13 +332,13 @@ class DynamicBatcher(Scheduler):
         super().__init__(config, instances, stats, clock)
 
     def _init_queue(self):
-        "One queue and queue policy per priority level (levels are numbered from 1)."
+        "A queue and queue policy per priority level (numbered from 1), each made when first needed (`_PerLevel`)."
         db = self.config.dynamic_batching
         self.levels = max(db.priority_levels, 1)
         self.default_level = db.default_priority_level or 1
-        self._queues = {lvl: deque() for lvl in range(1, self.levels + 1)}
-        self._policies = {lvl: _policy(db, lvl) for lvl in self._queues}
-        self._timeouts = any(p is not None and p.default_timeout_microseconds for p in self._policies.values())
+        self._queues, self._policies = _PerLevel(lambda lvl: deque()), _PerLevel(lambda lvl: _policy(db, lvl))
+        self._timeouts = any(p is not None and p.default_timeout_microseconds
+                             for p in [db.default_queue_policy, *(db.priority_queue_policy or {}).values()])
         self.ordering = OrderedDelivery() if db.preserve_ordering else None
         self._reaper = None      # (Condition, deadline heap) once started, for policies with a timeout (see the appendix)
 
@@ -718,9 +729,10 @@ def _reap(self:DynamicBatcher):
     cond, heap = self._reaper
     with self._lock:
         while not self._stopping:
-            now = self.clock()
-            while heap and heap[0] <= now: heapq.heappop(heap)
+            now, due = self.clock(), False
+            while heap and heap[0] <= now: heapq.heappop(heap); due = True
             for r in self._expire(now): self._reject_timeout(r, now)
+            if due: self._cond.notify()   # the queue changed: a worker waiting out the queue delay forms its batch again
             cond.wait(min((heap[0] - now) / 1e9, 1.0) if heap else 1.0)
 
 # %% ../nbs/05_scheduler.ipynb #167bd5a0
