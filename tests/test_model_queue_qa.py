@@ -106,7 +106,7 @@ def test_mini_passes_model_queue_qa(case, tmp_path):
     where = stage(tmp_path, case)
     outcomes, report = pyqa.served_unittest(where / 'models', where, [CLIENT, f'ModelQueueTest.{case}'], grpc=True,
                                             metrics=True, env=client_env(SH), timeout=900)
-    assert outcomes.get(case) == 'ok', f'{case}: {outcomes.get(case)}\n{report[-9000:]}'
+    assert outcomes.get(case) == 'ok', f'{case}: {outcomes.get(case)}\n{pyqa.unittest_failures(report)}\n{report[-9000:]}'
 
 
 def test_cases_and_staging_follow_the_qa():

@@ -254,7 +254,7 @@ def run_qa_test(staged, test:str, delays:dict) -> tuple:
     outcomes, report = pyqa.served_unittest(models, where, ['sequence_batcher_test.py', f'SequenceBatcherTest.{test}'],
                                             '--log-verbose=1', grpc=True, env={**env, **delays}, timeout=900,
                                             server_env=delays, start_timeout=300)
-    return outcomes.get(test), report[-9000:]
+    return outcomes.get(test), f'{pyqa.unittest_failures(report)}\n{report[-9000:]}'
 
 
 def cases(tests): return [pytest.param(t, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[t], run=False)) if t in KNOWN_FAILURES else t

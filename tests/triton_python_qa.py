@@ -456,6 +456,11 @@ def served_unittest(models:Path, folder:Path, argv, *flags, **kw) -> tuple:
     return dict(VERBOSE_VERDICT.findall(report)), report + '\nserver log:\n' + server.log()[-3000:]
 
 
+def unittest_failures(report:str) -> str:
+    "The FAIL and ERROR blocks of a unittest report (traceback and message), which a long client output pushes out of its tail."
+    return '\n'.join(re.findall(r'^={20,}\n(?:FAIL|ERROR): .*?\n-{20,}\n.*?(?=^={20,}$|^-{20,}\nRan |\Z)', report, re.M | re.S))
+
+
 def passed(run:tuple, test:str):
     "Fail unless `test` is `ok` in a `served_unittest` run; the message carries its verdict and the report's tail."
     outcomes, report = run
