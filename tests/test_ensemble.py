@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from model_factory import (RECORDER, STEP, TWO_OUTPUTS, ExecutionProbe,  # noqa: E402
                            clear_executions, ensemble_config, http_call, http_infer, io, read_executions, run_threads,
                            step_config, write_model)
-from triton_servers import oracle_or_skip, settled  # noqa: E402
+from triton_servers import MiniTriton, RealTriton, http, oracle_or_skip, settled  # noqa: E402
 from triton_mini.backend import InferenceRequest  # noqa: E402
 from triton_mini.scheduler import ResponseWaiter  # noqa: E402
 from triton_mini.server import TritonServer  # noqa: E402
@@ -346,18 +346,53 @@ def count_delta(before, after):
 
 def test_ensemble_statistics_count_like_triton(server):
     # Triton 2.51: a successful ensemble request is one execution of its batch size (queue and compute counted);
-    # a failed one only a failure (which Triton counts twice, triton_mini once)
+    # a failed one only a failure, counted twice (test_oracle_a_failed_ensemble_request_counts_twice)
     before = stat_counts(server.statistics('ens_err'))
     server.infer('ens_err', {'X': fp32([1, 2], [3, 4])})
     step_error(server, -2)
     delta = count_delta(before, stat_counts(server.statistics('ens_err')))
-    assert delta == {'inference_count': 2, 'execution_count': 1, 'success': 1, 'fail': 1, 'queue': 1, 'compute_input': 1,
+    assert delta == {'inference_count': 2, 'execution_count': 1, 'success': 1, 'fail': 2, 'queue': 1, 'compute_input': 1,
                      'compute_infer': 1, 'compute_output': 1, 'cache_hit': 0, 'cache_miss': 0, 'batch_stats': {2: 1}}
     steps = server.statistics('ens')['model_stats'][0]
     before = steps['inference_stats']['compute_infer']['ns']
     server.infer('ens', {'X': fp32([1, 2])})
     after = server.statistics('ens')['model_stats'][0]['inference_stats']['compute_infer']['ns']
     assert after - before >= 3 * STEP_S * 0.9e9              # the three steps' time, not the ~2-step wall time
+
+
+FAILING_STEP = """import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError('no')) for _ in requests]
+"""
+
+
+@pytest.mark.oracle
+def test_oracle_a_failed_ensemble_request_counts_twice(tmp_path):
+    """Two ensemble requests whose step fails: Triton 2.51 reports fail count 4 and
+    nv_inference_request_failure{reason="OTHER"} 4 (core counts each when it answers with the error and again when
+    the request's tracker ends); triton-mini the same."""
+    oracle_or_skip()
+    repo = tmp_path / 'models'
+    (repo / 'failer' / '1').mkdir(parents=True); (repo / 'ens' / '1').mkdir(parents=True)
+    io = 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ] output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]'
+    (repo / 'failer' / 'config.pbtxt').write_text(f'name: "failer" backend: "python" {io}')
+    (repo / 'failer' / '1' / 'model.py').write_text(FAILING_STEP)
+    (repo / 'ens' / 'config.pbtxt').write_text(f'name: "ens" platform: "ensemble" {io} ensemble_scheduling {{ step [ {{ model_name: '
+                                               '"failer" model_version: -1 input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }')
+    body = {'inputs': [{'name': 'IN', 'datatype': 'FP32', 'shape': [1], 'data': [1.0]}]}
+    got = {}
+    for who, cls in (('real', RealTriton), ('mini', MiniTriton)):
+        s = cls(repo)
+        try:
+            codes = [http(s.http_port, 'POST', '/v2/models/ens/infer', body)[0] for _ in range(2)]
+            fail = json.loads(http(s.http_port, 'GET', '/v2/models/ens/stats')[2])['model_stats'][0]['inference_stats']['fail']['count']
+            metrics = http(s.metrics_port, 'GET', '/metrics')[2]
+            other = re.search(r'nv_inference_request_failure\{model="ens",reason="OTHER",version="1"\} (\d+)', metrics)
+            got[who] = (codes, fail, other and int(other.group(1)))
+        finally: s.stop()
+    assert got['real'] == ([500, 500], 4, 4), got
+    assert got['mini'] == got['real'], got
 
 
 # ---- validation and lifecycle (explicit model control) --------------------------------------------------------------

@@ -15,14 +15,14 @@ the client hard-codes, and metrics on 8002, which test_policy_reject reads for i
 (CUDA_VISIBLE_DEVICES=0, its one export). Each case's client runs its checks over four trials: the identity model
 and the ensemble, each over HTTP and gRPC. One pytest item per case.
 
-Measured (2026-12-07): 6 of 7 pass, test_policy_reject is an xfail (KNOWN_FAILURES: core counts a failed ensemble
-request twice in nv_inference_request_failure, triton-mini once). The first run found two differences, both fixed in
-05_scheduler: test_max_priority_levels (priority_levels 2**64-1) never started, as the dynamic batcher made a queue per
-level up front (now each level's queue is made when first needed, as core's PriorityQueue makes them); and in
+Measured (2026-12-07): all 7 pass. The first runs found three differences, fixed: test_policy_reject expects a failed
+ensemble request counted twice in nv_inference_request_failure (core reports it in RespondIfError and again in
+RequestTracker::DecrementCounter; 06_ensemble now does, compared live in test_ensemble.py); and, in 05_scheduler,
+test_max_priority_levels (priority_levels 2**64-1) never started, as the dynamic batcher made a queue per level up front (now each level's queue is made when first needed, as core's PriorityQueue makes them); and in
 test_timeout_override and test_priority_with_policy the requests behind one that timed out waited out the 10 s queue
 delay (or expired too), as the queue-policy reaper did not wake the worker (core's batcher wakes at the queue's
-closest timeout). The whole module after the fixes: 7 passed, 1 xfailed in 3:48 (no waits for the ports' lock),
-most of it the client's own waits.
+closest timeout). The whole module: 3:48 before the last fix (no waits for the ports' lock), most of it the
+client's own waits.
 
 Adapted: nothing. The staging asks for KIND_CPU already, and test_max_queue_size's `execute_delay_ms` is the identity
 backend's parameter that triton-mini's identity backend honours (03_backend's appendix). Not run: nothing of test.sh's
@@ -56,14 +56,7 @@ CASES = re.findall(r'^TEST_CASE=(\w+)$', SH, re.M)
 
 
 # Cases that fail for a known cause in triton-mini (not run: each costs a server and a whole client run).
-KNOWN_FAILURES = {
-    'test_policy_reject': "every check but the last passes; the last expects nv_inference_request_failure"
-        "{model=\"ensemble_zero_1_float32\",reason=\"OTHER\"} to grow by 4 for its two ensemble trials' two rejected "
-        "requests: core counts a failed ensemble request twice (EnsembleContext's RespondIfError -> "
-        "InferenceRequest::ReportErrorStatistics, then RequestTracker::DecrementCounter -> ReportStatisticsWithDuration, "
-        "src/ensemble_scheduler/ensemble_scheduler.cc), triton-mini once (06_ensemble, _EnsembleRun._finish, listed "
-        "under its \"How real Triton differs\"): measured 2, the custom model's REJECTED count is right (4)",
-}
+KNOWN_FAILURES = {}
 
 
 def cases(names): return [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[c], run=False)) if c in KNOWN_FAILURES

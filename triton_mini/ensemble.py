@@ -271,7 +271,8 @@ def _finish(self:_EnsembleRun, resp:InferenceResponse):
     ok = resp.error is None
     if ok: self.sched.stats.record_execution(self.req.batch_size, (0, self.step_ns, 0), 1)
     else: self.req.queue_end_ns = 0
-    self.sched.stats.record_request(self.req, ok, self.sched.clock(), 'OTHER')
+    for _ in range(1 if ok else 2):   # a failure counts twice, as in Triton (above)
+        self.sched.stats.record_request(self.req, ok, self.sched.clock(), 'OTHER')
     self.req.send(resp, True)
 
 # %% ../nbs/06_ensemble.ipynb #f431f4db
