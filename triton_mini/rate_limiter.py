@@ -181,10 +181,34 @@ def _grow(self:Scheduler, batch:list) -> list:
     return batch
 
 @patch
+def _join(self:Scheduler, batch:list) -> bool:
+    "Whether `batch` joined the model's batch that waits for its instance; the base: never."
+    return False
+
+@patch
+def _limit(self:DynamicBatcher) -> int:
+    "How large a batch may grow while it waits: the largest preferred size, or max_batch_size."
+    return min(max(self.preferred, default=self.max_batch_size), self.max_batch_size)
+
+@patch
+def _join(self:DynamicBatcher, batch:list) -> bool:
+    "Add `batch` to the model's waiting batch when it fits (see above); else `batch` may become the one that grows."
+    size = sum(r.batch_size for r in batch)
+    with self._cond:
+        if (w := self._waiting) is not None and self.key(w[0]) == self.key(batch[0]) and \
+           sum(r.batch_size for r in w) + size <= self._limit():
+            w.extend(batch)
+            return True
+        saturated = size >= self._limit() or (size in self.preferred and not self.max_delay_ns)
+        self._waiting = None if saturated else batch
+        return False
+
+@patch
 def _grow(self:DynamicBatcher, batch:list) -> list:
     "`batch` and the compatible requests queued while it waited for its instance (see above)."
-    limit = min(max(self.preferred, default=self.max_batch_size), self.max_batch_size)
+    limit = self._limit()
     with self._cond:
+        if self._waiting is batch: self._waiting = None   # executing now: later batches form anew
         size, key, n = sum(r.batch_size for r in batch), self.key(batch[0]), 0
         if size in self.preferred and not self.max_delay_ns: return batch   # saturated when formed
         for e in self._head():
@@ -192,10 +216,13 @@ def _grow(self:DynamicBatcher, batch:list) -> list:
             size += e.req.batch_size; n += 1
         return batch + self._pop(n) if n else batch
 
+DynamicBatcher._waiting = None   # the batch waiting for its instance that others join (only with a rate limiter)
+
 @patch
 def _run_limited(self:Scheduler, inst, batch:list):
     "Run `batch`, and the batches ready when it ends, each when the rate limiter allows `inst` to execute."
     limiter = self.rate_limiter
+    if self._join(batch): return
     while batch is not None:
         self._running[inst.name] = batch
         limiter.acquire(inst)
@@ -207,6 +234,7 @@ def _run_limited(self:Scheduler, inst, batch:list):
             self._running.pop(inst.name, None)
             try: nxt = self._take_now()
             except BaseException: nxt = None
+            if nxt is not None and self._join(nxt): nxt = None
             limiter.release(inst, again=nxt is not None)
         batch = nxt
 

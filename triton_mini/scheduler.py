@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_scheduler.ipynb #323777d5
 from __future__ import annotations
-import bisect, heapq, logging, threading, time, traceback
+import bisect, heapq, logging, os, re, threading, time, traceback
 from collections import deque
 from pathlib import Path
 import numpy as np
@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'PROBE_GAP', 'WAKE_AT_END_OF_TURN',
            'create_instances', 'Duration', 'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler',
-           'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'DynamicBatcher',
-           'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary', 'execute_failure',
-           'OrderedDelivery', 'WaitLearner', 'simulate_clients']
+           'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'env_count',
+           'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary',
+           'execute_failure', 'OrderedDelivery', 'WaitLearner', 'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -295,6 +295,11 @@ def adaptive_queue_delay(config:ModelConfig) -> bool:
     return p is not None and p.string_value.strip().lower() in ('true', '1', 'yes')
 
 # %% ../nbs/05_scheduler.ipynb #a2345c5c
+def env_count(name:str) -> int:
+    "The count in environment variable `name`, read as C's atoi reads it (unset or not a number: 0)."
+    m = re.match(r'\s*([+-]?\d+)', os.environ.get(name, ''))
+    return int(m.group(1)) if m else 0
+
 @dataclass(slots=True)
 class _Queued:
     req: InferenceRequest
@@ -329,6 +334,7 @@ class DynamicBatcher(Scheduler):
         self.ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
         self.learner = WaitLearner(probe_gap_ns=PROBE_GAP * self.max_delay_ns) if adaptive_queue_delay(config) else None   # opt-in, see "Waiting only when it pays"
         self._waiting_n = None   # the batch's size when the current wait began (None: not waiting)
+        self.delay_count = env_count('TRITONSERVER_DELAY_SCHEDULER')   # Triton's QA testing hook: see its appendix
         super().__init__(config, instances, stats, clock)
 
     def _init_queue(self):
@@ -405,6 +411,7 @@ def _take(self:DynamicBatcher):
 @patch
 def _head(self:DynamicBatcher) -> list:
     "The first requests in priority order: enough to fill any batch, plus one to see if it can grow."
+    if self.delay_count and self._delayed(): return []   # Triton's QA testing hook: see its appendix
     out = []
     for q in self._queues.values():
         for e in q:
@@ -862,4 +869,12 @@ def _remove(self:DynamicBatcher, req:InferenceRequest) -> bool:
     for q in self._queues.values():
         for e in q:
             if e.req is req: q.remove(e); self.stats.pending -= 1; return True
+    return False
+
+# %% ../nbs/05_scheduler.ipynb #b1df69a9
+@patch
+def _delayed(self:DynamicBatcher) -> bool:
+    "Whether the testing hook still holds every batch back; the first time it does not, it is gone (the lock is held)."
+    if not self._stopping and self.stats.pending < self.delay_count: return True
+    self.delay_count = 0
     return False

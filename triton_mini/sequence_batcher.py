@@ -4,7 +4,7 @@
 
 # %% ../nbs/05b_sequence_batcher.ipynb #a75dc671
 from __future__ import annotations
-import logging, os, re, threading, time
+import logging, os, threading, time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .tensors import TritonError, np_dtype, config_to_wire, _split_bytes, _object_array
 from .model_config import ModelConfig
 from .backend import InferenceRequest, InferenceResponse
-from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, batch_key, next_batch, _deliver
+from .scheduler import Scheduler, ModelStatistics, ResponseWaiter, batch_key, next_batch, env_count, _deliver
 from .model_repository import model_path
 
 log = logging.getLogger(__name__)
@@ -94,12 +94,7 @@ class Pool:
     def __repr__(self): return f'Pool({[s.corrid if s else None for s in self.slots]})'
 
 # %% ../nbs/05b_sequence_batcher.ipynb #8e659d95
-# Triton's testing hooks (appendix "Triton's testing hooks"), read when the batcher is made
-def env_count(name:str) -> int:
-    "The count in environment variable `name`, read as C's atoi reads it (unset or not a number: 0)."
-    m = re.match(r'\s*([+-]?\d+)', os.environ.get(name, ''))
-    return int(m.group(1)) if m else 0
-
+# Triton's testing hooks (appendix "Triton's testing hooks"; `env_count` is 05's), read when the batcher is made
 def delay_hook(oldest:bool) -> tuple | None:
     "(queued requests, backlog requests) to wait for before the first batch, or None: Triton's testing hook (direct only)."
     n = env_count('TRITONSERVER_DELAY_SCHEDULER')
