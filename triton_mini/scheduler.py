@@ -421,11 +421,20 @@ def _head(self:DynamicBatcher) -> list:
 
 @patch
 def _pop(self:DynamicBatcher, n:int) -> list:
+    "Remove the first `n` requests; a level whose queue empties is forgotten (`_drop_empty`)."
     batch = []
     for q in self._queues.values():
         while q and len(batch) < n: batch.append(q.popleft().req)
+        if len(batch) == n: break
     self.stats.pending -= len(batch)
+    self._drop_empty()
     return batch
+
+@patch
+def _drop_empty(self:DynamicBatcher):
+    "Forget the levels with nothing queued, as core's PriorityQueue does: a client's priorities cannot grow the batcher."
+    for lvl in [lvl for lvl, q in self._queues.items() if not q]:
+        del self._queues[lvl]; self._policies.pop(lvl, None)
 
 
 
@@ -553,7 +562,7 @@ def _drain(self:DefaultScheduler) -> list:
 def _drain(self:DynamicBatcher) -> list:
     "Remove and return every queued request (the lock is held)."
     out = [e.req for q in self._queues.values() for e in q]
-    for q in self._queues.values(): q.clear()
+    self._queues.clear(); self._policies.clear()
     self.stats.pending -= len(out)
     return out
 
@@ -677,7 +686,7 @@ def _delayed_start(q) -> int:
 def _check_queue_size(self:DynamicBatcher, req:InferenceRequest, lvl:int):
     "Reject `req` at once when its level's queue is full (`max_queue_size`)."
     policy = self._policies[lvl]
-    if policy.max_queue_size and len(self._queues[lvl]) >= policy.max_queue_size:
+    if policy.max_queue_size and len(self._queues.get(lvl, ())) >= policy.max_queue_size:
         self.stats.record_request(req, False, self.clock(), 'REJECTED')
         raise TritonError(f"[request id: {req.id or '<id_unknown>'}] Exceeds maximum queue size", 'UNAVAILABLE')
 
@@ -706,6 +715,7 @@ def _expire(self:DynamicBatcher, now:int):
             else: rejected.append(e.req)
         q.clear(); q.extend(keep + delayed + late)
     self.stats.pending -= len(rejected)
+    if rejected: self._drop_empty()
     return rejected
 
 @patch
@@ -868,7 +878,7 @@ def _remove(self:DefaultScheduler, req:InferenceRequest) -> bool:
 def _remove(self:DynamicBatcher, req:InferenceRequest) -> bool:
     for q in self._queues.values():
         for e in q:
-            if e.req is req: q.remove(e); self.stats.pending -= 1; return True
+            if e.req is req: q.remove(e); self.stats.pending -= 1; self._drop_empty(); return True
     return False
 
 # %% ../nbs/05_scheduler.ipynb #b1df69a9
