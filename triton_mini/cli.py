@@ -299,8 +299,10 @@ def bundled_run(args, import_error=_import_error) -> tuple:
 
 # %% ../nbs/10_cli.ipynb #9f2efe2c
 async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|None=None, grpc:dict|None=None,
-                     limits:dict|None=None) -> int:
-    "Serve {asgi_app: socket} (and gRPC, given serve()'s arguments) until SIGINT/SIGTERM or `stop`, then shut down."
+                     limits:dict|None=None, stop_core=None, exiting=None) -> int:
+    """Serve {asgi_app: socket} (and gRPC, given serve()'s arguments) until SIGINT/SIGTERM or `stop`, then shut down in
+    tritonserver's order: HTTP, then the core (`stop_core`, in a thread), then gRPC, which answers meanwhile.
+    `exiting()` runs in the signal handler itself, the moment the signal arrives (the core refuses new requests)."""
     import uvicorn
     grpc_server = None
     if grpc is not None:
@@ -316,14 +318,30 @@ async def serve_apps(apps:dict, exit_timeout_secs:float=30, stop:asyncio.Event|N
         if stop.is_set(): _exit_now(sig)   # a second signal: the operator does not want to wait
         log.info(f'Signal ({int(sig)}) received.')
         stop.set()
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        add_signal_handlers(loop, on_signal)   # signal.signal where the loop has no add_signal_handler (Windows)
-    tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(servers, apps.values())]
-    await stop.wait()
-    for s in servers: s.should_exit = True
-    if grpc_server is not None: await grpc_server.stop(exit_timeout_secs)
-    await asyncio.gather(*tasks)
+        if exiting is None: add_signal_handlers(loop, on_signal)   # signal.signal where the loop has no add_signal_handler (Windows)
+        else: previous = _signal_at_once(loop, on_signal, exiting)
+    try:
+        tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in zip(servers, apps.values())]
+        await stop.wait()
+        for s in servers: s.should_exit = True
+        if stop_core is not None: await asyncio.to_thread(stop_core)   # requests arriving now are refused, in-flight ones end
+        if grpc_server is not None: await grpc_server.stop(exit_timeout_secs)
+        await asyncio.gather(*tasks)
+    finally:
+        for sig, h in previous.items(): signal.signal(sig, h)
     return 0
+
+def _signal_at_once(loop, callback, first, signals=(signal.SIGINT, signal.SIGTERM)) -> dict:
+    """Handle `signals` in Python's own handler, which runs between two bytecodes of the main thread (the loop's, even
+    in the middle of a callback that reads a burst of requests): `first()` there, then `callback(sig)` on the loop.
+    asyncio's `add_signal_handler` would only wake the loop, after the requests already read were queued. Returns
+    the handlers it replaced."""
+    def handler(s, frame):
+        first()
+        loop.call_soon_threadsafe(callback, signal.Signals(s))
+    return {sig: signal.signal(sig, handler) for sig in signals}
 
 # %% ../nbs/10_cli.ipynb #29a92286
 def start_server(args) -> tuple:
@@ -470,11 +488,15 @@ def main(argv=None) -> int:
     http_lim, metrics_lim = http_limits(args)
     limits = {app: http_lim if isinstance(app, HTTPFrontend) else metrics_lim for app in sockets}
     stop = _TimedStop()
-    try: code = run_loop(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc, limits=limits))
-    finally:
+    stopped = []   # what the core's stop left running; it stops while gRPC still answers, as tritonserver's does
+    def stop_core():
         log.info('Waiting for in-flight requests to complete.')
-        hung = server.stop(stop.remaining(args.exit_timeout_secs))
-    if hung: return _exit_timeout_expired(hung)
+        stopped.append(server.stop(stop.remaining(args.exit_timeout_secs)))
+    try: code = run_loop(serve_apps(sockets, args.exit_timeout_secs, stop=stop, grpc=grpc, limits=limits, stop_core=stop_core,
+                                    exiting=server.exiting))
+    finally:
+        if not stopped: stop_core()
+    if hung := stopped[0]: return _exit_timeout_expired(hung)
     log.info('Server stopped')
     return code
 

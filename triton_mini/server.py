@@ -339,6 +339,22 @@ TritonServer._traces = None   # tracing's TraceManager (07b_trace, see Tracing b
 
 # %% ../nbs/07_server.ipynb #d8fab1fb
 _RESUBMITS = 64   # reloads one request may race before it gives up (each needs a newer version published)
+TritonServer._exiting = False   # Triton's SERVER_EXITING: set by `exiting()` (tritonserver's signal) and while `stop` runs
+
+def _stopping(req:InferenceRequest) -> TritonError:
+    "What a scheduler of a stopping server answers a new request (core dynamic_batch_scheduler.cc, `stop_`)."
+    return TritonError(f"{f'[request id: {req.id}] ' if req.id else ''}Server is stopping, scheduler for model has stopped "
+                       'accepting new inference requests', 'UNAVAILABLE')
+
+def _continues_sequence(m, req:InferenceRequest) -> bool:
+    "A running sequence's next request, which a stopping sequence batcher still takes (it refuses only a sequence's start)."
+    return m.config.sequence_batching is not None and bool(req.correlation_id) and not req.flags & SEQUENCE_START
+
+@patch
+def exiting(self:TritonServer):
+    """Refuse new inference requests from now on (Triton's `stop_` in every scheduler), as tritonserver does the moment
+    its exit begins; those in flight, and a running sequence's next requests, still go on. `stop` does it too."""
+    self._exiting = True
 
 @patch
 def submit(self:TritonServer, req:InferenceRequest, namespace:str|None=None) -> LoadedModel:
@@ -351,10 +367,12 @@ def submit(self:TritonServer, req:InferenceRequest, namespace:str|None=None) -> 
         req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
         if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req, m.decoupled)   # 07b_trace
         if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
+        if self._exiting and not _continues_sequence(m, req): raise _stopping(req)
         try:
             m.scheduler.enqueue(req)
             return m
         except SchedulerStopped:
+            if self._exiting: raise _stopping(req) from None   # the server's stop: Triton's refusal, not a reload to follow
             new = self.repository.get(req.model_name, asked, namespace)   # Triton's error if nothing serves any more
             if new is m: raise
             m, req.inputs = new, inputs                        # validated again, against the version serving now
@@ -374,7 +392,9 @@ def start(self:TritonServer, poll_interval_s:float=15.0) -> dict:
 def stop(self:TritonServer, timeout:float|None=None) -> list:
     "Stop polling and unload every model (in-flight requests finish first, for at most `timeout` s); returns what hung."
     if self._poller is not None: self._poller.set()
-    stuck = self.repository.unload_all(timeout)
+    self.exiting()
+    try: stuck = self.repository.unload_all(timeout)
+    finally: self._exiting = False   # a server started again takes requests again
     self.repository.remove_overrides()      # the files load requests sent go with their models
     self.shared_memory.unregister()         # unmap every region, as Triton's exit does
     if self._traces is not None: self._traces.close()   # the traces not written yet go to the trace file (07b_trace)
