@@ -189,7 +189,8 @@ def _settle(self:Scheduler, inst:ModelInstance, batch:list, responses, timing, f
     timing = timing or (0, end - start, 0)
     for r in batch:
         if r.trace: r.trace.compute(start, timing, end)   # a traced request's COMPUTE_* timestamps (07b_trace)
-    self.stats.record_batch(self._counted(batch), timing, not failed, end, sum(r.batch_size for r in batch))
+    counted = self._counted(batch)   # the sequence batcher leaves out its fillers, which still count in the batch size
+    self.stats.record_batch(counted, timing, not failed, end, None if counted is batch else sum(r.batch_size for r in batch))
     if failed: _log_failure(inst, batch, responses)
     if responses is not None:
         for r, resp in zip(batch, responses):

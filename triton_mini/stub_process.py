@@ -13,7 +13,7 @@ from fastcore.basics import patch
 
 from .errors import VERBOSE, TritonError
 from .portability import CAN_FORK, PASS_FDS, anonymous_shm, at_fork, can_send_fds, file_lock
-from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance
+from .backend import InferenceRequest, InferenceResponse, InstanceArgs, ModelInstance, string_parameter
 
 # %% auto #0
 __all__ = ['OUT_OF_BAND', 'STUB_SHM', 'STUB_SHM_MIN', 'STUB_SHM_BYTES', 'WIRE_FIELDS', 'STUB_MAIN', 'ENV_CACHE', 'log',
@@ -325,14 +325,10 @@ at_fork(_starter_lock._at_fork_reinit)
 ENV_CACHE = Path(os.environ.get('TRITON_MINI_ENV_CACHE') or Path.home() / '.cache' / 'triton_mini' / 'envs')
 log = logging.getLogger('triton_mini.stub')
 
-def _parameter(cfg, key:str) -> str | None:
-    p = cfg.parameters.get(key)
-    return p.string_value if p is not None else None
-
 def execution_env(cfg, model_dir) -> tuple:
     "The Python (None: the server's) and the environment variables of a model's stub."
     env, python = _stub_env(), None
-    if path := _parameter(cfg, 'EXECUTION_ENV_PATH'):
+    if path := string_parameter(cfg, 'EXECUTION_ENV_PATH'):
         path = path.replace('$$TRITON_MODEL_DIRECTORY', str(model_dir))
         log.info(f'Using Python execution env {path}')
         if os.path.isdir(path): root = env_root(Path(path), path)      # already unpacked: loads faster (README)
@@ -341,7 +337,7 @@ def execution_env(cfg, model_dir) -> tuple:
         python = str(root / 'bin' / 'python')
         env.pop('PYTHONPATH', None)
         env.update(VIRTUAL_ENV=str(root), PATH=f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    if extra := _parameter(cfg, 'EXECUTION_ENV'):
+    if extra := string_parameter(cfg, 'EXECUTION_ENV'):
         try: variables = json.loads(extra)
         except ValueError: variables = None
         if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
