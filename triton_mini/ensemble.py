@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fastcore.basics import patch
 
 from .tensors import TritonError
-from .model_config import ModelConfig
+from .model_config import ModelConfig, ModelTransactionPolicy
 from .backend import InferenceRequest, InferenceResponse
 from .scheduler import ModelStatistics
 
@@ -104,8 +104,9 @@ def _dims_agree(a, b) -> bool:
 def _fmt(dims): return '[' + ','.join(map(str, dims)) + ']'
 
 # %% ../nbs/06_ensemble.ipynb #b49074dc
-def validate_ensemble_models(config:ModelConfig, lookup) -> None:
-    "Triton's checks of the composing models; `lookup(name, version)` returns a loaded ModelConfig or None."
+def validate_ensemble_models(config:ModelConfig, lookup) -> bool:
+    """Triton's checks of the composing models; `lookup(name, version)` returns a loaded ModelConfig or None. True when
+    a step is decoupled: then so is the ensemble (ValidateEnsembleConfig sets its transaction policy)."""
     steps, name = config.ensemble_scheduling.step, config.name
     missing = [s.model_name for s in steps if lookup(s.model_name, -1) is None]
     if missing: raise TritonError(f"ensemble {name} contains models that are not available or ambiguous: {', '.join(dict.fromkeys(missing))}", 'INVALID_ARG')
@@ -126,7 +127,7 @@ def validate_ensemble_models(config:ModelConfig, lookup) -> None:
         for key, t in s.output_map.items():
             if key not in outs: raise TritonError(f'in ensemble {name}, ensemble tensor {t} is mapped from non-existing output {key} in model {m.name}', 'INVALID_ARG')
             _agree(name, t, seen, outs[key].data_type, *_shapes(m, outs[key]), m.name)
-    _check_decoupled_branching(config, lookup)
+    return _check_decoupled_branching(config, lookup)
 
 def _agree(ens_name, tensor, seen, dtype, dims, full, model):
     "Record what a model says about an ensemble tensor, or raise if it contradicts what was seen first."
@@ -138,8 +139,9 @@ def _agree(ens_name, tensor, seen, dtype, dims, full, model):
         raise TritonError(f'in ensemble {ens_name}, ensemble tensor {tensor}: inconsistent shape: {_fmt(f0)} is inferred from model {m0} while {_fmt(full)} is inferred from model {model}', 'INVALID_ARG')
 
 # %% ../nbs/06_ensemble.ipynb #3e39f48d
-def _check_decoupled_branching(config:ModelConfig, lookup) -> None:
-    "Refuse a step, or the ensemble's outputs, fed by tensors that originate from different decoupled steps."
+def _check_decoupled_branching(config:ModelConfig, lookup) -> bool:
+    """Refuse a step, or the ensemble's outputs, fed by tensors that originate from different decoupled steps; True when
+    a step is decoupled (Triton's `decouple_label != 0`)."""
     steps, name, g = config.ensemble_scheduling.step, config.name, ensemble_graph(config)
     origin, pending = {t.name: None for t in config.input}, list(range(len(steps)))
     def one_origin(tensors, model):
@@ -149,36 +151,44 @@ def _check_decoupled_branching(config:ModelConfig, lookup) -> None:
         return next(iter(found), None)
     while pending:
         ready = [i for i in pending if all(t in origin for t in g.reads[i])]
-        if not ready: return                      # unreachable steps: the graph checks report them
+        if not ready: break                       # unreachable steps: the graph checks report them
         for i in ready:
             pending.remove(i)
             src = one_origin(g.reads[i], steps[i].model_name)
             policy = lookup(steps[i].model_name, steps[i].model_version).model_transaction_policy
             for t in g.writes[i]: origin[t] = i if policy is not None and policy.decoupled else src
     one_origin([o.name for o in config.output], name)
+    return any(i is not None for i in origin.values())
 
 # %% ../nbs/06_ensemble.ipynb #22850cbe
 class _EnsembleRun:
     "The state of one ensemble request: the tensor pool and the steps not yet dispatched."
     def __init__(self, sched:'EnsembleScheduler', req:InferenceRequest):
         self.sched, self.req, self.lock = sched, req, threading.Lock()
-        self.pool, self.produced = dict(req.inputs), []
+        self.pool = {t: {0: a} for t, a in req.inputs.items()}   # tensor -> {iteration: array} (see decoupled steps)
+        self.produced = []                                       # the tensors the steps made, in order of first arrival
         batch = req.batch_size if sched.config.max_batch_size > 0 else 0
         self.batch = dict.fromkeys(req.inputs, batch)   # tensor -> batch size it came with, 0 from a non-batching model
-        self.todo, self.running, self.failed = set(range(len(sched.steps))), 0, False
-        self.sent, self.step_ns = {}, 0   # when each step was submitted; the steps' total duration
-        self.steps_in_flight = {}         # step -> its request, until its final response (cancel reaches them)
+        self.fired, self.running, self.failed = set(), 0, False   # (step, iteration) dispatched; in flight; failed
+        self.sent, self.step_ns = {}, 0   # when each (step, iteration) was submitted; the steps' total duration
+        self.steps_in_flight = {}         # (step, iteration) -> its request, until its final response (cancel reaches them)
+        self.held = None                         # a non-decoupled ensemble's response, held until the last step ends
         req._on_cancel = self._cancel_steps
 
     def start(self):
         self.req.queue_end_ns = self.sched.clock()   # an ensemble has no queue of its own
-        self._dispatch(self._runnable())
+        self._dispatch(self._runnable([(t, 0) for t in self.pool]))
 
-    def _runnable(self) -> list:
-        "Steps whose inputs all exist (called with the lock held, or before any step started)."
-        ready = [i for i in sorted(self.todo) if all(t in self.pool for t in self.sched.graph.reads[i])]
-        self.todo -= set(ready); self.running += len(ready)
-        return ready
+    def _runnable(self, updated) -> list:
+        """(step, iteration) pairs that the `updated` (tensor, iteration) pairs made runnable: every input of the step
+        has a tensor of that iteration (called with the lock held, or before any step started)."""
+        ready = []
+        for t, it in updated:
+            for i in self.sched.graph.consumers.get(t, ()):
+                if (i, it) not in self.fired and all(it in self.pool.get(r, ()) for r in self.sched.graph.reads[i]):
+                    self.fired.add((i, it)); ready.append((i, it))
+        self.running += len(ready)
+        return sorted(ready)
 
 # %% ../nbs/06_ensemble.ipynb #f6431ca7
 @patch
@@ -189,39 +199,43 @@ def _dispatch(self:_EnsembleRun, steps:list):
             if self.failed: return
             self.failed = True
         return self._finish(InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
-    for i in steps:
+    for i, it in steps:
         s = self.sched.steps[i]
-        self.sent[i] = self.sched.clock()
-        inputs, batch = self._step_inputs(s)
+        self.sent[i, it] = self.sched.clock()
+        inputs, batch = self._step_inputs(s, it)
         for t in s.output_map.values(): self.batch[t] = batch
         sub = InferenceRequest(s.model_name, inputs, model_version=s.model_version,
                                id=self.req.id, requested_outputs=list(s.output_map), parameters=self.req.parameters,
                                correlation_id=self.req.correlation_id, flags=self.req.flags,   # the step is part of the client's sequence
                                priority=self.req.priority, timeout_us=self.req.timeout_us,     # and queues as the client asked
-                               response_callback=lambda r, resp, final, i=i: self._on_step(i, resp, final))
-        self.steps_in_flight[i] = sub
+                               response_callback=lambda r, resp, final, i=i, it=it: self._on_step(i, it, resp, final))
+        self.steps_in_flight[i, it] = sub
         sub.trace = self.req.trace.child() if self.req.trace else False   # a step is traced with its ensemble (07b_trace)
         try: self.sched.submit(sub)
-        except TritonError as e: self._on_step(i, InferenceResponse(error=e), True)
+        except TritonError as e: self._on_step(i, it, InferenceResponse(error=e), True)
 
 @patch
-def _on_step(self:_EnsembleRun, i:int, resp:InferenceResponse|None, final:bool):
-    "A step answered: add its outputs to the pool and dispatch what became runnable, or fail the request."
+def _on_step(self:_EnsembleRun, i:int, it:int, resp:InferenceResponse|None, final:bool):
+    """A step answered: add its outputs to the pool, answer what became complete and dispatch what became runnable,
+    or fail the request. Answers go out with the lock held, so that they leave in order (and the final one last)."""
     with self.lock:
         if self.failed: return
         if resp is not None and resp.error is not None:
             self.failed = True
             return self._finish(InferenceResponse(error=TritonError(f"in ensemble '{self.sched.config.name}', {resp.error.message}", resp.error.code)))
+        updated = []
         if resp is not None:
             for key, t in self.sched.steps[i].output_map.items():
-                if key in resp.outputs and t not in self.pool: self.pool[t] = resp.outputs[key]; self.produced.append(t)
-        if not final: return
-        self.steps_in_flight.pop(i, None)
-        self.running, self.step_ns = self.running - 1, self.step_ns + self.sched.clock() - self.sent[i]
-        ready = self._runnable()
-        done = not ready and self.running == 0
+                if key not in resp.outputs: continue
+                n = len(self.pool.setdefault(t, {}))   # TensorData::AddTensor: the tensor's next iteration
+                self.pool[t][n] = resp.outputs[key]; updated.append((t, n))
+                if t not in self.produced: self.produced.append(t)
+        if final:
+            self.steps_in_flight.pop((i, it), None)
+            self.running, self.step_ns = self.running - 1, self.step_ns + self.sched.clock() - self.sent[i, it]
+        ready = self._runnable(updated)
+        self._answer(updated, done=self.running == 0)
     if ready: self._dispatch(ready)
-    elif done: self._complete()
 
 # %% ../nbs/06_ensemble.ipynb #7a1cd2c7
 def convert_batch(arr, dims, batching:bool, batch:int):
@@ -232,9 +246,9 @@ def convert_batch(arr, dims, batching:bool, batch:int):
     return arr[0] if batch == 1 and not fits else arr        # a batch of 1 loses its batch dimension if it must
 
 @patch
-def _step_inputs(self:_EnsembleRun, step) -> tuple:
-    "The step's inputs from the pool, converted for its model's batching, and the step's batch size (0: none)."
-    inputs = {k: self.pool[t] for k, t in step.input_map.items()}
+def _step_inputs(self:_EnsembleRun, step, it:int=0) -> tuple:
+    "The step's inputs of iteration `it` from the pool, converted for its model's batching, and the step's batch size (0: none)."
+    inputs = {k: self.pool[t][it] for k, t in step.input_map.items()}
     m = self.sched.lookup(step.model_name, step.model_version) if self.sched.lookup else None
     if m is None: return inputs, self.batch[next(iter(step.input_map.values()))]   # no lookup (a stand-in): as its input
     batching, dims = m.max_batch_size > 0, {t.name: t.dims for t in m.input}
@@ -255,20 +269,34 @@ def _cancel_steps(self:_EnsembleRun):
     for sub in list(self.steps_in_flight.values()): sub.cancel()
 
 @patch
-def _complete(self:_EnsembleRun):
+def _answer(self:_EnsembleRun, updated, done:bool):
+    """EnsembleContext::CheckAndSetEnsembleOutput and FinishEnsemble: a response once every requested output has a
+    tensor of an iteration just `updated`; the final flag when no step is left running (with that response, else
+    alone). A non-decoupled ensemble holds its one response until then; with none, that is Triton's "unexpected
+    deadlock". A decoupled one may end with no response at all, as its decoupled steps may."""
     wanted = self.sched.outputs if self.req.requested_outputs is None else self.req.requested_outputs
-    if any(t not in self.pool for t in wanted):
-        return self._finish(InferenceResponse(error=TritonError(
-            f"in ensemble '{self.sched.config.name}', [request id: {self.req.id or '<id_unknown>'}] unexpected deadlock, "
-            "at least one output is not set while no more ensemble steps can be made", 'INVALID_ARG')))
-    batching = self.sched.config.max_batch_size > 0
-    outs = {t: convert_batch(self.pool[t], self.sched.output_dims[t], batching, self.batch.get(t, 0)) for t in self.produced if t in wanted}
-    self._finish(InferenceResponse(outs, parameters=sequence_parameters(self.req, len(outs))))   # see Hardening
+    batching, ready = self.sched.config.max_batch_size > 0, []
+    for it in sorted({n for t, n in updated if t in wanted}):
+        if all(it in self.pool.get(t, ()) for t in wanted):
+            outs = {t: convert_batch(self.pool[t][it], self.sched.output_dims[t], batching, self.batch.get(t, 0))
+                    for t in self.produced if t in wanted}
+            ready.append(InferenceResponse(outs, parameters=sequence_parameters(self.req, len(outs))))   # see Hardening
+    if not self.sched.decoupled: self.held = ready[-1] if ready else self.held
+    else:
+        for resp in ready[:-1] if done else ready: self.req.send(resp, False)
+    if not done: return
+    if not self.sched.decoupled:
+        if self.held is None:
+            return self._finish(InferenceResponse(error=TritonError(
+                f"in ensemble '{self.sched.config.name}', [request id: {self.req.id or '<id_unknown>'}] unexpected deadlock, "
+                "at least one output is not set while no more ensemble steps can be made", 'INVALID_ARG')))
+        return self._finish(self.held)
+    self._finish(ready[-1] if ready else None)   # None: the final flag alone (ResponseFactory::SendFlags)
 
 @patch
-def _finish(self:_EnsembleRun, resp:InferenceResponse):
-    "Count the request as Triton does for ensembles, then answer."
-    ok = resp.error is None
+def _finish(self:_EnsembleRun, resp:InferenceResponse|None):
+    "Count the request as Triton does for ensembles, then answer (None: the final flag alone, for a decoupled ensemble)."
+    ok = resp is None or resp.error is None
     if ok: self.sched.stats.record_execution(self.req.batch_size, (0, self.step_ns, 0), 1)
     else: self.req.queue_end_ns = 0
     for _ in range(1 if ok else 2):   # a failure counts twice, as in Triton (above)
@@ -283,10 +311,12 @@ class EnsembleScheduler:
             raise TritonError(f'ensemble scheduling must be set for ensemble {config.name} whose platform is ensemble', 'INVALID_ARG')
         self.config, self.submit, self.clock = config, submit, clock
         self.graph = validate_ensemble_graph(config)
-        if lookup is not None: validate_ensemble_models(config, lookup)
+        if lookup is not None and validate_ensemble_models(config, lookup):   # a decoupled step: a decoupled ensemble
+            config.model_transaction_policy = ModelTransactionPolicy(decoupled=True)
         self.steps, self.outputs, self.lookup = config.ensemble_scheduling.step, [o.name for o in config.output], lookup
         self.output_dims = {o.name: _shapes(config, o, reshape=True)[0] for o in config.output}
         self.stats, self.instances = stats or ModelStatistics(), []
+        self.decoupled = bool(config.model_transaction_policy and config.model_transaction_policy.decoupled)
 
     def enqueue(self, req:InferenceRequest):
         "Start running `req` through the graph; the response is sent when the last step is done."

@@ -728,11 +728,18 @@ def completions(loop) -> Completions:
 
 @patch
 def submit_future(self:TritonServer, req:InferenceRequest) -> tuple:
-    "Submit `req` from asyncio code: (the model version it went to, a future of its final response)."
+    """Submit `req` from asyncio code: (the model version it went to, a future of its final response). A model that
+    sends its one response and then the final flag alone (TRITONBACKEND_ResponseFactorySendFlags) still answers with
+    that response; two responses are an error, as in Triton's HTTP and gRPC front ends ("expected a single response")."""
     loop = asyncio.get_running_loop()
     fut, c = loop.create_future(), completions(loop)
+    answers = []
     def done(r, resp, final):
-        if final: c.put(fut, resp)
+        if resp is not None: answers.append(resp)
+        if not final: return
+        if len(answers) > 1: resp = InferenceResponse(error=TritonError(f'expected a single response, got {len(answers)}', 'INTERNAL'))
+        elif resp is None and answers: resp = answers[0]
+        c.put(fut, resp)
     req.response_callback = done
     token = WAKE_AT_END_OF_TURN.set(loop)   # this caller awaits: the worker may be woken at the end of the turn (05)
     try: got = self.submit(req)
