@@ -160,3 +160,43 @@ def pytest_terminal_summary(terminalreporter):
     counts = {want: sum(key in r for r in reasons) for want, key in WANTS.items()}
     if any(counts.values()):
         terminalreporter.write_line('skipped for want of: ' + ', '.join(f'{want}: {n}' for want, n in counts.items() if n))
+
+
+# ------------------------------------------------------------------------------------------------- the served pass's files
+
+def _record_served_files(record:str):
+    """.ci/run's second pass runs the suite again with `TRITON_MINI_PYTHON_BACKEND_MODE=process` (issue 42: the mode
+    users get). That variable changes one thing: a Python model whose server was built without a mode runs in a stub
+    process instead of on a thread. A test file in which no Python model ran on a thread, and which started no Python
+    process that could build such a server, runs exactly as it did, so the second pass can leave it out. With
+    $TRITON_MINI_RECORD_SERVED set (a file), the first pass appends to it each test file that (a) resolved a Python
+    model to thread mode in this process, or (b) started a Python process other than a stub or the `triton-mini`
+    command (both already run stub processes in the first pass). Over-inclusion costs time, never a check."""
+    import subprocess
+    from triton_mini.python_backend import PythonBackend
+    tests = Path(__file__).resolve().parent
+
+    def note():
+        item = ts.CURRENT_TEST
+        if item is None or tests not in Path(item.path).parents: return
+        with open(record, 'a') as f: f.write(f'{Path(item.path).relative_to(tests.parent)}\n')
+
+    mode_for = PythonBackend.mode_for
+    def recorded_mode_for(self, cfg):
+        mode = mode_for(self, cfg)
+        if mode == 'thread': note()
+        return mode
+    PythonBackend.mode_for = recorded_mode_for
+
+    popen_init = subprocess.Popen.__init__
+    def recorded_popen_init(self, args, *a, **kw):
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        words = ' '.join(map(os.fsdecode, argv))
+        if 'python' in Path(os.fsdecode(argv[0]).split()[0]).name and 'triton_mini.stub_process' not in words \
+           and '-m triton_mini ' not in words + ' ':
+            note()
+        popen_init(self, args, *a, **kw)
+    subprocess.Popen.__init__ = recorded_popen_init
+
+
+if os.environ.get('TRITON_MINI_RECORD_SERVED'): _record_served_files(os.environ['TRITON_MINI_RECORD_SERVED'])
