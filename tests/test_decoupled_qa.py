@@ -47,33 +47,27 @@ was written (the module takes most of an hour: the cases sleep through the QA's 
 """
 from __future__ import annotations
 
-import os, re, shutil, signal, subprocess, sys
+import os, re, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
 
+import qa_test_sh as qa
 import triton_python_qa as pyqa
-from triton_servers import default_ports, popen, skip_or_fail
+from triton_servers import default_ports
 
-QA_BACKENDS = Path(__file__).parent / 'qa_backends'
 QA = 'qa/L0_decoupled'
 MODELS = ('repeat_int32', 'square_int32', 'identity_int32', 'simple_repeat', 'fan_repeat', 'sequence_repeat',
           'repeat_square', 'nested_square')   # Dockerfile.QA line 243-250: a version directory each
 # client case: why it fails on triton-mini (test.sh still runs it; the test fails if another case fails, or this one passes)
 KNOWN_FAILURES = {}
-TAG = pyqa.TAG
-SERVER_LINE = 'SERVER=/opt/tritonserver/bin/tritonserver\n'
 DATADIR_LINE = 'DATADIR=/data/inferenceserver/${REPO_VERSION}/qa_model_repository\n'
 
 
 def stage(root:Path) -> Path:
     """qa/common and qa/L0_decoupled under `root`, its models/ and python_models/ as Dockerfile.QA makes them, the
     generated qa_model_repository and a TRITON_DIR whose bin/tritonserver is triton-mini; returns L0_decoupled's folder."""
-    if why := pyqa.missing(): skip_or_fail('python_qa', why)
-    tar = subprocess.run(['git', f'--git-dir={pyqa.SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', QA,
-                          'src/test/models/repeat_int32', 'src/test/models/square_int32'],
-                         capture_output=True, check=True).stdout
-    subprocess.run(['tar', '-x', '-C', str(root)], input=tar, check=True)
+    qa.extract(root, 'qa/common', QA, 'src/test/models/repeat_int32', 'src/test/models/square_int32')
     where = root / QA
     models = where / 'models'
     for m in ('repeat_int32', 'square_int32'):                          # Dockerfile.QA lines 88-89
@@ -87,34 +81,22 @@ def stage(root:Path) -> Path:
     gen = subprocess.run([sys.executable, 'gen_qa_models.py', '--libtorch', f'--models_dir={root / "qa_model_repository"}'],
                          cwd=root / 'qa' / 'common', capture_output=True, text=True, timeout=900)
     assert gen.returncode == 0, f'gen_qa_models.py --libtorch failed:\n{gen.stdout[-2000:]}\n{gen.stderr[-4000:]}'
-    triton = root / 'tritonserver'
-    shutil.copytree(QA_BACKENDS, triton / 'backends')
-    server = triton / 'bin' / 'tritonserver'
-    server.parent.mkdir(parents=True)
-    server.write_text(f'#!/bin/sh\nexec {sys.executable} -m triton_mini --backend-directory={triton / "backends"} "$@"\n')
-    server.chmod(0o755)
-    script = (where / 'test.sh').read_text()
-    assert SERVER_LINE in script and DATADIR_LINE in script
-    script = script.replace(SERVER_LINE, 'SERVER=${TRITON_DIR}/bin/tritonserver\n')   # docstring
+    qa.triton_dir(root)
+    script = qa.container_server((where / 'test.sh').read_text())   # docstring
+    assert DATADIR_LINE in script
     script = script.replace(DATADIR_LINE, f'DATADIR={root / "qa_model_repository"}\n')
     (where / 'test_mini.sh').write_text(script)
     return where
 
 
-def environment(root:Path) -> dict:
-    return {**os.environ, 'NVIDIA_TRITON_SERVER_VERSION': '24.10', 'TRITON_DIR': str(root / 'tritonserver'),
-            'PATH': f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}',   # python: this interpreter, with tritonclient
-            'PYTHONPATH': os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get('PYTHONPATH')) if p)}
+environment = qa.environment
 
 
 def run_test_sh(where:Path, env:dict, timeout:float=3000) -> tuple:
     "bash test_mini.sh in `where`: (returncode, its output, the client logs)."
-    run = popen(['bash', 'test_mini.sh'], cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try: out, _ = run.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL); out, _ = run.communicate()
+    rc, out = qa.run_bash(['test_mini.sh'], where, env, timeout)
     logs = ''.join(f'\n{p.name}:\n{p.read_text()[-12000:]}' for p in (where / 'client.log', where / 'non_decoupled_client.log') if p.exists())
-    return run.returncode, out, logs
+    return rc, out, logs
 
 
 LONG_QA = os.environ.get('TRITON_MINI_LONG_QA') == '1'

@@ -39,39 +39,28 @@ new inference requests" (core dynamic_batch_scheduler.cc). triton-mini now does 
 """
 from __future__ import annotations
 
-import os, re, shutil, signal, subprocess, sys
+import re, shutil
 from pathlib import Path
 
 import pytest
 
-import triton_python_qa as pyqa
-from triton_servers import default_ports, popen, skip_or_fail
+import qa_test_sh as qa
+from triton_servers import default_ports
 
-QA_BACKENDS = Path(__file__).parent / 'qa_backends'
 QA = 'qa/L0_grpc_state_cleanup'
 # variant -> {client case: why it fails on triton-mini} (test.sh still runs it; the test fails if another case fails, or this one passes)
 KNOWN_FAILURES = {'': {}, 'error_status': {}}
-TAG = pyqa.TAG
 
 
 def stage(root:Path) -> Path:
     """qa/common, qa/custom_models/custom_zero_1_float32 and qa/L0_grpc_state_cleanup under `root`, its models/ as
     Dockerfile.QA makes it (src/test/models/repeat_int32 and its version directory), and a TRITON_DIR whose
     bin/tritonserver is triton-mini; returns L0_grpc_state_cleanup's folder."""
-    if why := pyqa.missing(): skip_or_fail('python_qa', why)
-    tar = subprocess.run(['git', f'--git-dir={pyqa.SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common',
-                          'qa/custom_models/custom_zero_1_float32', QA, 'src/test/models/repeat_int32'],
-                         capture_output=True, check=True).stdout
-    subprocess.run(['tar', '-x', '-C', str(root)], input=tar, check=True)
+    qa.extract(root, 'qa/common', 'qa/custom_models/custom_zero_1_float32', QA, 'src/test/models/repeat_int32')
     models = root / QA / 'models'                                       # Dockerfile.QA: mkdir models, cp -r repeat_int32,
     shutil.copytree(root / 'src' / 'test' / 'models' / 'repeat_int32', models / 'repeat_int32')   # mkdir -p repeat_int32/1
     (models / 'repeat_int32' / '1').mkdir()                             # (and libtriton_repeat.so in it: the backend below)
-    triton = root / 'tritonserver'
-    shutil.copytree(QA_BACKENDS, triton / 'backends')
-    server = triton / 'bin' / 'tritonserver'
-    server.parent.mkdir(parents=True)
-    server.write_text(f'#!/bin/sh\nexec {sys.executable} -m triton_mini --backend-directory={triton / "backends"} "$@"\n')
-    server.chmod(0o755)
+    qa.triton_dir(root)
     return root / QA
 
 
@@ -82,22 +71,15 @@ def test_grpc_state_cleanup_test_sh(tmp_path, variant):
     """test.sh passes whole: every client case, every server start (while KNOWN_FAILURES[variant] is not empty:
     exactly those client cases fail, and test.sh's other checks hold)."""
     where = stage(tmp_path)
-    env = {**os.environ, 'NVIDIA_TRITON_SERVER_VERSION': '24.10', 'TRITON_DIR': str(tmp_path / 'tritonserver'),
-           'PATH': f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}',   # python: this interpreter, with tritonclient
-           'PYTHONPATH': os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get('PYTHONPATH')) if p)}
+    env = qa.environment(tmp_path)
     if variant == 'error_status': env['TRITONSERVER_GRPC_STATUS_FLAG'] = 'true'   # L0_grpc_error_state_cleanup: docstring
-    script = (where / 'test.sh').read_text()
-    assert 'SERVER=/opt/tritonserver/bin/tritonserver\n' in script
-    script = script.replace('SERVER=/opt/tritonserver/bin/tritonserver\n', 'SERVER=${TRITON_DIR}/bin/tritonserver\n')   # docstring
+    script = qa.container_server((where / 'test.sh').read_text())        # docstring
     with default_ports():
-        run = popen(['bash', '-c', script], cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try: out, _ = run.communicate(timeout=1500)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL); out, _ = run.communicate()
+        rc, out = qa.run_bash(['-c', script], where, env, timeout=1500)
     client = (where / 'client.log').read_text() if (where / 'client.log').exists() else ''
     report = f'{out[-6000:]}\nclient.log:\n{client[-12000:]}'
     if not KNOWN_FAILURES[variant]:
-        assert run.returncode == 0 and '*** Test Passed\n' in out, report   # test.sh: echo -e "\n***\n*** Test Passed\n***"
+        assert rc == 0 and '*** Test Passed\n' in out, report   # test.sh: echo -e "\n***\n*** Test Passed\n***"
     failed = set(re.findall(r'^\*\*\* Test (test_\w+) Failed$', out, re.M))
     assert failed == set(KNOWN_FAILURES[variant]), report              # the client cases: exactly the known ones fail
     for mark in ('*** Failed to start', 'State Verification Failed'):

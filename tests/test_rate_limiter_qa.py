@@ -32,34 +32,24 @@ test_single_model_dynamic_batching's batches all leave at size 4, as the case ex
 """
 from __future__ import annotations
 
-import os, re, shutil, signal, subprocess, sys
+import re
 from pathlib import Path
 
 import pytest
 
-import triton_python_qa as pyqa
-from triton_servers import default_ports, popen, skip_or_fail
+import qa_test_sh as qa
+from triton_servers import default_ports
 
-QA_BACKENDS = Path(__file__).parent / 'qa_backends'
 # client case: why it fails on triton-mini (test.sh still runs it; the test fails if another case fails, or this one passes)
 KNOWN_FAILURES = {}
-TAG = pyqa.TAG
 
 
 def stage(root:Path) -> Path:
     """qa/common, qa/custom_models and qa/L0_rate_limiter under `root`, the version directory Dockerfile.QA makes for
     custom_sequence_int32, and a TRITON_DIR whose bin/tritonserver is triton-mini: (L0_rate_limiter's folder)."""
-    if why := pyqa.missing(): skip_or_fail('python_qa', why)
-    tar = subprocess.run(['git', f'--git-dir={pyqa.SERVER_REPO}', 'archive', '--format=tar', TAG, 'qa/common', 'qa/custom_models',
-                          'qa/L0_rate_limiter'], capture_output=True, check=True).stdout
-    subprocess.run(['tar', '-x', '-C', str(root)], input=tar, check=True)
+    qa.extract(root, 'qa/common', 'qa/custom_models', 'qa/L0_rate_limiter')
     (root / 'qa' / 'custom_models' / 'custom_sequence_int32' / '1').mkdir(parents=True, exist_ok=True)   # Dockerfile.QA's mkdir
-    triton = root / 'tritonserver'
-    shutil.copytree(QA_BACKENDS, triton / 'backends')
-    server = triton / 'bin' / 'tritonserver'
-    server.parent.mkdir(parents=True)
-    server.write_text(f'#!/bin/sh\nexec {sys.executable} -m triton_mini --backend-directory={triton / "backends"} "$@"\n')
-    server.chmod(0o755)
+    qa.triton_dir(root)
     return root / 'qa' / 'L0_rate_limiter'
 
 
@@ -69,19 +59,13 @@ def test_rate_limiter_test_sh(tmp_path):
     """test.sh passes whole: every expected load failure, every client case, the limited run slower than the plenty one
     (while KNOWN_FAILURES is not empty: exactly those client cases fail, and all of test.sh's other checks hold)."""
     where = stage(tmp_path)
-    env = {**os.environ, 'NVIDIA_TRITON_SERVER_VERSION': '24.10', 'TRITON_DIR': str(tmp_path / 'tritonserver'),
-           'PATH': f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}',   # python3: this interpreter, with tritonclient
-           'PYTHONPATH': os.pathsep.join(p for p in (str(Path(__file__).parents[1]), os.environ.get('PYTHONPATH')) if p)}
     script = (where / 'test.sh').read_text().replace('echo "kind: KIND_GPU', 'echo "kind: KIND_CPU')   # docstring
     with default_ports():
-        run = popen(['bash', '-c', script], cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try: out, _ = run.communicate(timeout=1500)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL); out, _ = run.communicate()
+        rc, out = qa.run_bash(['-c', script], where, qa.environment(tmp_path), timeout=1500)
     client = (where / 'client.log').read_text() if (where / 'client.log').exists() else ''
     report = f'{out[-6000:]}\nclient.log:\n{client[-6000:]}'
     if not KNOWN_FAILURES:
-        assert run.returncode == 0 and '*** Test Passed\n' in out, report   # test.sh: echo -e "\n***\n*** Test Passed\n***"
+        assert rc == 0 and '*** Test Passed\n' in out, report   # test.sh: echo -e "\n***\n*** Test Passed\n***"
     failed = {name for _, name in re.findall(r'^(FAIL|ERROR): (test_\w+)', client, re.M)}
     assert failed == set(KNOWN_FAILURES), report                       # the client cases: exactly the known ones fail
     for mark in ('*** Failed. Expected error message', '*** Failed to start', 'Error: Test with limited resources',
