@@ -14,17 +14,20 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from fastcore.basics import patch
 
+from .errors import VERBOSE
 from .tensors import TritonError, DATATYPES, serialize_byte_tensor
 from .server import apply_log_settings
+from .scheduler import env_count
 from .shared_memory import Placement
 
 log = logging.getLogger('triton_mini.grpc_server')   # the front end's logger: operators filter on one name
 
 # %% auto #0
-__all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX', 'grpc_status',
-           'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions', 'health_service', 'split_parameters',
-           'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output', 'requested_outputs', 'KeepAliveOptions',
-           'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials', 'server_ssl_context']
+__all__ = ['log', 'GRPC_STATUS', 'INTERNAL_MESSAGE', 'UNPARSABLE', 'PROTOCOL_GROUPS', 'RESTRICTED_HEADER_PREFIX',
+           'INFERENCE_RPCS', 'grpc_status', 'UnexpectedErrors', 'rpc', 'parse_version', 'GRPCExtensions',
+           'health_service', 'split_parameters', 'set_parameter', 'contents_bytes', 'shm_placement', 'shm_output',
+           'requested_outputs', 'KeepAliveOptions', 'SSLOptions', 'GRPCOptions', 'channel_args', 'server_credentials',
+           'server_ssl_context', 'delay_responses']
 
 # %% ../nbs/08e_grpc_extensions.ipynb #fdfdc39d
 GRPC_STATUS = {'UNKNOWN': grpc.StatusCode.UNKNOWN, 'INTERNAL': grpc.StatusCode.INTERNAL,
@@ -447,3 +450,23 @@ def server_ssl_context(ssl:SSLOptions) -> tls.SSLContext:
     context.verify_mode = tls.CERT_REQUIRED if ssl.mutual else tls.CERT_NONE
     context.set_alpn_protocols(['h2'])
     return context
+
+# %% ../nbs/08e_grpc_extensions.ipynb #1ebc3c10
+INFERENCE_RPCS = ('ModelInfer', 'ModelStreamInfer')
+
+def delay_responses(methods:dict, seconds:int|None=None, sleep=asyncio.sleep) -> dict:
+    """`methods` ({name: grpc_h2.Method}) with every RPC but inference answering `seconds` late, one answer at a time
+    (default: $TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC, read as Triton's atoi reads it; unset or 0: no delay)."""
+    seconds = env_count('TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC') if seconds is None else seconds
+    if seconds <= 0: return methods
+    turn = asyncio.Lock()
+    def delayed(handler):
+        async def answer(request, context):
+            try: return await handler(request, context)
+            finally:                   # errors too: Triton's WriteResponse writes every status late
+                async with turn:
+                    log.log(VERBOSE, f'Delaying the write of the response by {seconds} seconds')
+                    await sleep(seconds)
+        return answer
+    return {name: m if name.rsplit('/', 1)[-1] in INFERENCE_RPCS else m._replace(handler=delayed(m.handler))
+            for name, m in methods.items()}

@@ -24,7 +24,7 @@ from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
 from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the admin RPCs, serving options
     grpc_status, rpc, UnexpectedErrors, UNPARSABLE, _parser, parse_version, split_parameters, set_parameter, contents_bytes,
     shm_placement, requested_outputs, GRPCExtensions, _message, health_service, GRPCOptions, channel_args,
-    server_credentials, server_ssl_context, _COMPRESSION)
+    server_credentials, server_ssl_context, _COMPRESSION, delay_responses)
 
 log = logging.getLogger(__name__)
 
@@ -395,7 +395,7 @@ def service_methods(frontend:GRPCFrontend) -> dict:
     for m in pb.DESCRIPTOR.services_by_name['GRPCInferenceService'].methods:
         request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
         methods[m.name] = grpc_h2.Method(getattr(frontend, m.name), _parser(request), response.SerializeToString, m.client_streaming)
-    return methods
+    return delay_responses(methods)   # Triton's testing hook, TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC (08e's appendix)
 
 def inference_service(frontend:GRPCFrontend):
     "GRPCInferenceService's handlers for grpc.aio."
@@ -409,7 +409,7 @@ async def serve_h2(frontend:GRPCFrontend, host:str, port:int, options:GRPCOption
     "`frontend`'s RPCs (and the health service) on the h2 transport."
     context = server_ssl_context(options.ssl) if options.ssl is not None else None
     methods = {f'/inference.GRPCInferenceService/{name}': m for name, m in service_methods(frontend).items()}
-    methods['/grpc.health.v1.Health/Check'] = grpc_h2.Method(frontend.HealthCheck, bytes, bytes)
+    methods.update(delay_responses({'/grpc.health.v1.Health/Check': grpc_h2.Method(frontend.HealthCheck, bytes, bytes)}))
     try: return await grpc_h2.H2Server(methods, host, port, options.reuse_port, options.max_message_size,
                                                 grpc_h2.Keepalive(**vars(options.keepalive)), context).start()
     except OSError: raise OSError(f"Socket '{address}' already in use") from None   # Triton's words for any bind failure
