@@ -20,6 +20,7 @@ from .backend import InferenceRequest, InferenceResponse
 from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop,
                                 OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
 from .shared_memory import Placement
+from .errors import VERBOSE
 from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
 from .grpc_extensions import (   # 08e_grpc_extensions: statuses and texts, the admin RPCs, serving options
     grpc_status, rpc, UnexpectedErrors, UNPARSABLE, _parser, parse_version, split_parameters, set_parameter, contents_bytes,
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['log', 'StandIn', 'decode_inputs', 'decode_infer_request', 'encode_infer_response', 'GRPCFrontend', 'decode_work',
-           'encode_work', 'InferStream', 'StreamRequest', 'grpc_error_mode', 'serve', 'service_methods',
-           'inference_service', 'serve_h2', 'GRPCService']
+           'encode_work', 'log_cancelled', 'InferStream', 'StreamRequest', 'grpc_error_mode', 'serve',
+           'service_methods', 'inference_service', 'serve_h2', 'GRPCService']
 
 # %% ../nbs/08a_grpc.ipynb #725471c6
 # Names that moved to 08e_grpc_extensions, still importable from here (`from triton_mini.grpc_server import X`)
@@ -142,6 +143,10 @@ def encode_work(resp:InferenceResponse) -> int:
     return sum(a.nbytes // 16 if a.dtype != object else a.nbytes for a in resp.outputs.values() if isinstance(a, np.ndarray))
 
 # %% ../nbs/08a_grpc.ipynb #7fc22709
+def log_cancelled(handler:str, model:str):
+    "The verbose line Triton's gRPC front end writes when a call's context is cancelled (client cancel or deadline)."
+    log.log(VERBOSE, f"Cancellation notification received for {handler}" + (f", model '{model}'" if model else ''))
+
 @patch
 @rpc('inference')
 async def ModelInfer(self:GRPCFrontend, request, context):
@@ -155,6 +160,7 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     m, fut = self.server.submit_future(req)
     try: resp = await fut
     except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
+        log_cancelled('ModelInferHandler', request.model_name)
         self.server.cancel(req, m)
         if trace: trace.sent()
         raise
@@ -322,6 +328,9 @@ async def ModelStreamInfer(self:GRPCFrontend, request_iterator, context):
         while (message := await stream.out.get()) is not None:
             if message.__class__ is tuple: await context.abort(*message)   # the `triton_grpc_error` mode's end: the error's status
             yield message
+    except asyncio.CancelledError:   # the client cancelled the stream or went away (`log_cancelled`)
+        log_cancelled('ModelStreamInferHandler', ', '.join(sorted({c.m.config.name for c in stream.calls if c.m is not None})))
+        raise
     finally:
         reader.cancel()
         stream.cancel_queued()

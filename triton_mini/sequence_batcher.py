@@ -403,13 +403,23 @@ def _drain(self:SequenceBatcher) -> list:
 
 # %% ../nbs/05b_sequence_batcher.ipynb #38c09830
 @patch
-def _remove(self:SequenceBatcher, req:InferenceRequest) -> bool:
-    "Take a cancelled `req` out of its sequence's queue (the lock is held)."
+def cancel(self:SequenceBatcher, req:InferenceRequest) -> bool:
+    "Cancel `req`'s whole sequence if `req` is still queued: its queued requests are answered CANCELLED (CANCELED failures)."
+    with self._cond: dropped = self._cancel_sequence(req)
+    for r in dropped:
+        self.stats.record_request(r, False, self.clock(), 'CANCELED')
+        _deliver(r, InferenceResponse(error=TritonError('Request was cancelled', 'CANCELLED')))
+    return bool(dropped)
+
+@patch
+def _cancel_sequence(self:SequenceBatcher, req:InferenceRequest) -> list:
+    "End the sequence that has `req` queued; its queued requests, to answer (the lock is held)."
     seq = next((s for s in self._held_sequences() if req in s.pending), None)   # its END may be accepted already
-    if seq is None: return False
-    seq.pending.remove(req); self.stats.pending -= 1
-    if not seq.pending and not seq.busy: self._release(seq)
-    return True
+    if seq is None: return []
+    dropped = list(seq.pending)
+    seq.pending.clear(); self.stats.pending -= len(dropped)
+    self._release(seq)   # its id is free, and its slot goes to the backlog (a running request finishes on its own)
+    return dropped
 
 # %% ../nbs/05b_sequence_batcher.ipynb #54a20c53
 @patch
