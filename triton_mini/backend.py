@@ -60,6 +60,9 @@ class InferenceRequest:
     cancelled: bool = False               # set by cancel(): the model reads it through is_cancelled()
     trace: object = None                  # a trace.Trace when the request is traced, False when sampling passed it (07b)
     release_flags: int = 1                # how the backend released it: 1 = ALL, 2 = RESCHEDULE (run it again, 05b)
+    stats: object = None                  # set by the server: the ModelStatistics of the version serving it, where a
+                                          # backend's response statistics go (05_scheduler's appendix)
+    responses_reported: int = 0           # the index of the next response statistics report (Triton's response factory's)
     _done: bool = False
     _on_cancel: object = None             # set by whoever runs the request elsewhere (a stub process) to hear of cancel()
 

@@ -19,11 +19,12 @@ from .backend import Backend, InstanceArgs, InferenceRequest, InferenceResponse,
 log = logging.getLogger(__name__)
 
 # %% auto #0
-__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESCHEDULE_REFUSED', 'PROBE_GAP', 'WAKE_AT_END_OF_TURN',
-           'create_instances', 'Duration', 'ModelStatistics', 'next_batch', 'batch_key', 'Scheduler',
-           'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'env_count',
+__all__ = ['log', 'FAILURE_REASONS', 'LATENCY_BUCKETS_US', 'RESPONSE_OUTCOMES', 'RESCHEDULE_REFUSED', 'PROBE_GAP',
+           'WAKE_AT_END_OF_TURN', 'create_instances', 'Duration', 'ModelStatistics', 'next_batch', 'batch_key',
+           'Scheduler', 'SchedulerStopped', 'DefaultScheduler', 'ResponseWaiter', 'adaptive_queue_delay', 'env_count',
            'DynamicBatcher', 'create_scheduler', 'simulate_batching', 'poisson_arrivals', 'batching_summary',
-           'execute_failure', 'OrderedDelivery', 'WaitLearner', 'simulate_clients']
+           'check_response_times', 'report_response_statistics', 'execute_failure', 'OrderedDelivery', 'WaitLearner',
+           'simulate_clients']
 
 # %% ../nbs/05_scheduler.ipynb #2440e9bf
 def create_instances(backend:Backend, config:ModelConfig, model_dir, version:int) -> list:
@@ -69,6 +70,7 @@ class ModelStatistics:
     last_inference_ms: int = 0     # ms since the epoch
     failures: dict = field(default_factory=lambda: dict.fromkeys(FAILURE_REASONS, 0))
     batch_stats: dict = field(default_factory=dict)  # batch size -> [compute_input, compute_infer, compute_output]
+    responses: dict = field(default_factory=dict)    # response index -> {outcome: Duration}, what backends report (appendix)
     pending: int = 0               # requests queued, not yet executing
     latency_buckets: list = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_US), repr=False)  # not cumulative
     latency_sum_us: float = 0.0
@@ -490,6 +492,42 @@ def record_request(self:ModelStatistics, req:InferenceRequest, ok:bool, now_ns:i
 def record_execution(self:ModelStatistics, batch_size:int, timing:tuple, n_requests:int):
     "Count one successful execution of `batch_size` inferences with its (input, infer, output) ns."
     with self.lock: self._count_execution(batch_size, timing, n_requests)
+
+# %% ../nbs/05_scheduler.ipynb #2bc76a10
+RESPONSE_OUTCOMES = ('compute_infer', 'compute_output', 'success', 'fail', 'empty_response', 'cancel')
+
+def check_response_times(start_ns:int, output_start_ns:int, end_ns:int, error=None) -> bool:
+    "Whether the response wrote outputs (a cancelled one never counts them); INVALID_ARG, Triton's texts, on times out of order."
+    outputs = output_start_ns > 0 and getattr(error, 'code', None) != 'CANCELLED'
+    if outputs and start_ns > output_start_ns: raise TritonError('Response start cannot happen after compute output start')
+    if outputs and output_start_ns > end_ns: raise TritonError('Compute output start cannot happen after response end')
+    if start_ns > end_ns: raise TritonError('Response start cannot happen after response end')
+    return outputs
+
+@patch
+def record_response(self:ModelStatistics, index:int, start_ns:int, output_start_ns:int, end_ns:int, error=None):
+    "Count the response `index` (Triton's UpdateResponseSuccess/Empty/Cancel/Fail)."
+    outputs = check_response_times(start_ns, output_start_ns, end_ns, error)
+    code = getattr(error, 'code', None) if error is not None else None
+    infer_end = output_start_ns if outputs else end_ns
+    with self.lock:
+        d = self.responses.setdefault(str(index), {k: Duration() for k in RESPONSE_OUTCOMES})
+        if code == 'CANCELLED': d['cancel'].add(end_ns - start_ns); return
+        d['compute_infer'].add(infer_end - start_ns)
+        if outputs and (error is None or end_ns > output_start_ns): d['compute_output'].add(end_ns - output_start_ns)   # a failure's only when it took time
+        d['success' if error is None and outputs else 'empty_response' if error is None else 'fail'].add(end_ns - start_ns)
+
+@patch
+def response_stats(self:ModelStatistics) -> dict:
+    "`response_stats` of the statistics extension (the lock is held): {index: {outcome: {count, ns}}}, in Triton's order."
+    return {k: {o: d.to_dict() for o, d in v.items()} for k, v in sorted(self.responses.items())}
+
+def report_response_statistics(req:InferenceRequest, start_ns:int, output_start_ns:int, end_ns:int, error=None):
+    """A backend's report of one response of `req` (TRITONBACKEND_ModelInstanceReportResponseStatistics): counted at the
+    request's next response index in the statistics of the model version serving it (none: a request the server did
+    not submit, counted nowhere). Times are `time.monotonic_ns()`; `error` a TritonError or None."""
+    index, req.responses_reported = req.responses_reported, req.responses_reported + 1
+    if req.stats is not None: req.stats.record_response(index, start_ns, output_start_ns, end_ns, error)
 
 # %% ../nbs/05_scheduler.ipynb #601bbd77
 _OWN_CODE = Path(triton_mini.__file__).resolve().parent

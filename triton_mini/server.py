@@ -364,7 +364,7 @@ def submit(self:TritonServer, req:InferenceRequest, namespace:str|None=None) -> 
     m = self.repository.get(req.model_name, asked, namespace)
     for _ in range(_RESUBMITS):
         check_request(m, req)
-        req.model_version, req.arrival_ns = m.version, time.monotonic_ns()
+        req.model_version, req.arrival_ns, req.stats = m.version, time.monotonic_ns(), m.stats   # stats: where its backend reports responses
         if self._traces is not None and (self._traces.enabled or req.trace): self._traces.submitted(req, m.decoupled)   # 07b_trace
         if cache_enabled(m.config, self.response_cache) and serve_from_cache(self.response_cache, m.stats, req): return m   # a hit (05c)
         if self._exiting and not _continues_sequence(m, req): raise _stopping(req)
@@ -507,7 +507,7 @@ def _version_stats(name:str, m:LoadedModel) -> dict:
                                     'compute_input': s.compute_input.to_dict(), 'compute_infer': s.compute_infer.to_dict(),
                                     'compute_output': s.compute_output.to_dict(),
                                     'cache_hit': s.cache_hit.to_dict(), 'cache_miss': s.cache_miss.to_dict()},
-                'response_stats': {},
+                'response_stats': s.response_stats(),
                 'batch_stats': [{'batch_size': bs, 'compute_input': d[0].to_dict(), 'compute_infer': d[1].to_dict(),
                                  'compute_output': d[2].to_dict()} for bs, d in sorted(s.batch_stats.items())],
                 'memory_usage': []}

@@ -22,9 +22,10 @@ __all__ = ['OUT_OF_BAND', 'STUB_SHM', 'STUB_SHM_MIN', 'STUB_SHM_BYTES', 'WIRE_FI
            'recv_message', 'Region', 'offer_regions', 'accept_regions', 'request_to_wire', 'release_flags',
            'apply_release_flags', 'stub_command', 'server_paths', 'spawn_stub', 'start_process', 'execution_env',
            'not_healthy', 'StubModelInstance', 'Stub', 'stub_main', 'die_with_parent', 'set_title', 'ServerProxy',
-           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'auto_complete_in_stub',
-           'env_root', 'extracted_env', 'unpack_env', 'safe_members', 'server_pidfd', 'fork_server_main', 'ForkedStub',
-           'ForkServer', 'fork_key', 'fork_server', 'stub_connect_main', 'connect_back_stub']
+           'ForwardedFamilies', 'ForwardedMetrics', 'metric_state', 'set_metric_state', 'StubResponseStats',
+           'auto_complete_in_stub', 'env_root', 'extracted_env', 'unpack_env', 'safe_members', 'server_pidfd',
+           'fork_server_main', 'ForkedStub', 'ForkServer', 'fork_key', 'fork_server', 'stub_connect_main',
+           'connect_back_stub']
 
 # %% ../nbs/04c_stub_process.ipynb #ace9ac3f
 OUT_OF_BAND = 64 * 1024   # smaller arrays ride inside the pickle: one frame beats a frame per array
@@ -431,6 +432,7 @@ def _handle(self:StubModelInstance, msg) -> bool:
     elif kind == 'done_many':   # see "Several batches per hop"
         for done in msg[1]: self._finish(*done[1:])
     elif kind == 'log': _log_from_stub(msg[1])
+    elif kind == 'response_stats': self._response_stats(*msg[1:])
     elif kind == 'call' and msg[2] in QUICK_CALLS: self._serve_call(*msg[1:])   # answered here, at once
     elif kind == 'call': threading.Thread(target=self._serve_call, args=msg[1:], daemon=True).start()
     elif kind == 'metric_family': self._mirror_family(*msg[1:])
@@ -659,6 +661,7 @@ def _run_one(self:Stub, batch_id:int, wire_requests:list) -> tuple:
     for i, fields in enumerate(wire_requests):
         r = InferenceRequest(**fields)
         r.response_callback = lambda req, resp, final, i=i: self._sent(batch_id, i, resp, final)
+        r.stats = StubResponseStats(self, batch_id, i)   # see "Appendix: response statistics from a stub"
         requests.append(r)
     with self.run_lock:
         self.running[batch_id], self.last_batch = requests, batch_id
@@ -933,6 +936,22 @@ def _relay_call(self:Stub, child:Channel, lock, call_id, method, args, kw):
         reply = ('reply', call_id, False, e)
     try: back(reply)
     except OSError: pass   # the child exited
+
+# %% ../nbs/04c_stub_process.ipynb #90db234b
+class StubResponseStats:
+    "A stub request's `stats`: what a backend reports of its responses goes to the server (`record_response`'s arguments)."
+    def __init__(self, stub, batch_id:int, i:int): self.stub, self.batch_id, self.i = stub, batch_id, i
+    def record_response(self, index:int, start_ns:int, output_start_ns:int, end_ns:int, error=None):
+        from triton_mini.scheduler import check_response_times   # as `execute_failure`: only a stub that reports loads it
+        check_response_times(start_ns, output_start_ns, end_ns, error)
+        self.stub.send(('response_stats', self.batch_id, self.i, index, start_ns, output_start_ns, end_ns, error))
+
+@patch
+def _response_stats(self:StubModelInstance, batch_id:int, i:int, index:int, *times_and_error):
+    "A response the stub reported: into the statistics of request `i` of the batch (a batch already gone: nowhere)."
+    entry = self._batches.get(batch_id)
+    stats = entry[0][i].stats if entry is not None and i < len(entry[0]) else None
+    if stats is not None: stats.record_response(index, *times_and_error)
 
 # %% ../nbs/04c_stub_process.ipynb #30d4527a
 StubModelInstance.pipeline_depth = 16   # at most this many batches per hop (the scheduler asks; 1 turns it off)
