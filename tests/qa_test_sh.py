@@ -1,6 +1,6 @@
 """Running one of Triton's QA scripts (qa/L0_*/test.sh) whole against triton-mini, as the QA container runs it: what
-tests/test_rate_limiter_qa.py, test_grpc_state_cleanup_qa.py, test_decoupled_qa.py and test_request_cancellation_qa.py
-share.
+tests/test_rate_limiter_qa.py, test_grpc_state_cleanup_qa.py, test_decoupled_qa.py, test_request_cancellation_qa.py and
+test_parameters_qa.py share.
 
 The scripts are NVIDIA's, read at test time from a git directory of triton-inference-server/server
 (`$TRITON_SERVER_REPO`, tag v2.51.0, see tests/triton_python_qa.py) and never copied into the project. The container

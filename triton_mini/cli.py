@@ -12,7 +12,7 @@ import triton_mini
 from .tensors import TritonError
 from .errors import VERBOSE
 from .portability import add_signal_handlers
-from .server import TritonServer, run_loop, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE
+from .server import TritonServer, run_loop, resolve_python_backend_mode, SERVED_PYTHON_BACKEND_MODE, header_forward_regex
 from .model_repository import REPOAGENT_DIRECTORY
 from .trace import TraceSetting
 from .asgi import HTTPLimits, bind_socket, _uvicorn_config, default_max_connections
@@ -133,7 +133,7 @@ def _grpc_security_args(p:argparse.ArgumentParser):
     p.add_argument('--grpc-root-cert', default='', metavar='PEM', help='file holding the PEM-encoded root certificate (CA of client certificates)')
     p.add_argument('--grpc-restricted-protocol', action='append', default=[], metavar='<protocols>:<key>=<value>',
                    help="require header 'triton-grpc-protocol-<key>: <value>' for these protocol groups (repeatable)")
-    p.add_argument('--grpc-header-forward-pattern', default='', metavar='REGEX', help='forward matching headers to models as request parameters')
+    p.add_argument('--grpc-header-forward-pattern', default=None, metavar='REGEX', help='forward matching headers to models as request parameters')
     p.add_argument('--grpc-infer-response-compression-level', default='none', metavar='LEVEL', help='none, low, medium or high (gzip)')
     p.add_argument('--grpc-infer-allocation-pool-size', type=int, default=8, metavar='N', help='accepted for compatibility (no effect)')
     p.add_argument('--grpc-transport', choices=('grpcio', 'h2'), default=None,
@@ -576,7 +576,7 @@ def check_http_security(args) -> str | None:
     try: parse_restricted_apis(args.http_restricted_api)
     except ValueError as e: return f'Bad option: "--http-restricted-api".\n{e}'
     if args.http_header_forward_pattern is not None:
-        try: re.compile(args.http_header_forward_pattern)
+        try: header_forward_regex(args.http_header_forward_pattern)
         except re.error as e: return f"error: --http-header-forward-pattern: '{args.http_header_forward_pattern}' is not a regular expression ({e})"
     for flag in ('http_header_timeout_secs', 'http_body_timeout_secs', 'http_max_header_size', 'http_max_connections'):
         v = getattr(args, flag)
@@ -690,7 +690,7 @@ def grpc_options(args):
     level = args.grpc_infer_response_compression_level.lower()
     if level not in ('none', 'low', 'medium', 'high'):
         raise _bad_option('--grpc-infer-response-compression-level', 'invalid argument for --grpc_infer_response_compression_level')
-    try: re.compile(args.grpc_header_forward_pattern)
+    try: header_forward_regex(args.grpc_header_forward_pattern)
     except re.error as e: raise _bad_option('--grpc-header-forward-pattern', f'invalid regular expression: {e}') from None
     ssl = g.SSLOptions(args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert, args.grpc_use_ssl_mutual) \
           if args.grpc_use_ssl or args.grpc_use_ssl_mutual else None

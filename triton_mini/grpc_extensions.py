@@ -401,7 +401,7 @@ class GRPCOptions:
     ssl: SSLOptions | None = None
     keepalive: KeepAliveOptions = field(default_factory=KeepAliveOptions)
     restricted_protocols: dict = field(default_factory=dict)   # group -> (header, value)
-    header_forward_pattern: str = ''
+    header_forward_pattern: str | None = None                  # None: no forwarding ('' forwards every header, as Triton)
     infer_compression_level: str = 'none'                      # none, low, medium, high
     infer_allocation_pool_size: int = 8                        # accepted; no effect
     reuse_port: bool = False

@@ -18,7 +18,7 @@ from .tensors import (TritonError, DATATYPES, TensorHeader, request_prefix, form
                                  from_binary, to_binary, serialize_byte_tensor)
 from .backend import InferenceRequest, InferenceResponse
 from .server import (TritonServer, call_in_loop, validate_request, classify, off_loop,
-                                OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop)
+                                OFF_LOOP_BYTES, DEFAULT_LOG_SETTINGS, run_loop, header_forward_regex)
 from .shared_memory import Placement
 from .errors import VERBOSE
 from . import grpc_h2   # 08f_grpc_h2: the opt-in transport of our own
@@ -122,12 +122,12 @@ class GRPCFrontend(GRPCExtensions, pb_grpc.GRPCInferenceServiceServicer):
     "Triton's GRPCInferenceService over a TritonServer, for grpc.aio."
     def __init__(self, server:TritonServer, log_settings:dict|None=None, *,
                  restricted_protocols:dict|None=None,   # protocol group -> (header, value), see cli.parse_restricted_protocols
-                 header_forward_pattern:str='',         # metadata keys matching it reach the model as parameters
+                 header_forward_pattern:str|None=None,  # metadata keys matching it reach the model as parameters
                  infer_compression=None):               # grpc.Compression for inference responses, or None
         self.server, self.errors = server, UnexpectedErrors()
         self.log_settings = log_settings if log_settings is not None else dict(DEFAULT_LOG_SETTINGS)
         self.restricted = dict(restricted_protocols or {})
-        self.forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
+        self.forward = header_forward_regex(header_forward_pattern)   # Triton's '(?i)' + the pattern, as RE2 reads it
         self.infer_compression = infer_compression
     def __repr__(self): return f'GRPCFrontend({self.server!r})'
 

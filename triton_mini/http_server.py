@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .tensors import (TritonError, DATATYPES, from_json_data, json_data, json_dumps, from_binary, to_binary,
                                  wire_from_numpy, request_prefix, config_to_wire)
 from .backend import InferenceRequest, InferenceResponse
-from .server import TritonServer, off_loop, output_bytes, classify, DEFAULT_LOG_SETTINGS
+from .server import TritonServer, off_loop, output_bytes, classify, DEFAULT_LOG_SETTINGS, header_forward_regex
 from .shared_memory import Placement
 from .http_hardening import _field, parse_json, parse_infer_json, header_length, json_repeated_keys   # 08d_http_hardening: rapidjson's words, big tensors into numpy, C's atoi, repeated keys
 from .asgi import (Response, NOT_FOUND, NOT_ALLOWED, _send, call_asgi, exception_kind, _noisy, INTERNAL_ERROR,
@@ -223,7 +223,7 @@ class HTTPFrontend:
         self.server, self.max_input_size, self.restricted_apis = server, max_input_size, dict(restricted_apis or {})
         self.fast_path = os.environ.get('TRITON_MINI_HTTP_FAST', '1') != '0' if fast_path is None else fast_path
         self.worker_json_bytes, self.json_worker = worker_json_bytes, None   # the worker starts on first use
-        self.header_forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
+        self.header_forward = header_forward_regex(header_forward_pattern)   # Triton's '(?i)' + the pattern, as RE2 reads it
         if unknown := set(self.restricted_apis) - set(RESTRICTED_API_GROUPS): raise ValueError(f'unknown restricted api {sorted(unknown)}')
         self.log_settings = dict(DEFAULT_LOG_SETTINGS)   # one per server in Triton: the CLI shares this dict with gRPC
     def __repr__(self): return f'HTTPFrontend({self.server!r})'

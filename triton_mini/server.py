@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_server.ipynb #0ff43455
 from __future__ import annotations
-import asyncio, functools, importlib, logging, os, threading, time, weakref
+import asyncio, functools, importlib, logging, os, re, threading, time, weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -34,7 +34,7 @@ __all__ = ['log', 'CHECKED_SHAPES', 'SERVED_PYTHON_BACKEND_MODE', 'IN_PROCESS_PY
            'LoadedModel', 'validate_request', 'check_request', 'resolve_python_backend_mode',
            'python_backend_mode_line', 'TritonServer', 'backend_class', 'check_correlation_id', 'check_runtime',
            'read_labels', 'call_in_loop', 'Completions', 'completions', 'off_loop', 'run_loop', 'output_bytes',
-           'classify', 'apply_log_settings']
+           'classify', 'apply_log_settings', 're2_flag_groups', 'header_forward_regex']
 
 # %% ../nbs/07_server.ipynb #41697a18
 @dataclass(eq=False)
@@ -792,6 +792,33 @@ def apply_log_settings(s:dict):
     "Set triton_mini's log level from Triton's log settings (verbose > info > warning > error)."
     lvl = 5 if s['log_verbose_level'] > 0 else logging.INFO if s['log_info'] else logging.WARNING if s['log_warning'] else logging.ERROR if s['log_error'] else logging.CRITICAL + 1
     logging.getLogger('triton_mini').setLevel(lvl)
+
+# %% ../nbs/07_server.ipynb #c8930c3e
+_RE2_FLAG_GROUP = re.compile(r'\(\?([imsU]+(?:-[imsU]*)?|-[imsU]+)\)')
+
+def re2_flag_groups(pattern:str) -> str:
+    "`pattern` with each RE2 flag group `(?flags)` made a scoped group `(?flags:...)` to the end of its group or alternative."
+    out, levels, i = [], [[]], 0          # levels: for each open group, the flag groups opened in it (still to close)
+    while i < len(pattern):
+        c = pattern[i]
+        if c == '\\': out.append(pattern[i:i + 2]); i += 2; continue
+        if c == '[':                      # a character class, copied whole ([]...] and [^]...] start with a literal ])
+            j = i + 1 + (pattern[i + 1:i + 2] == '^')
+            j += pattern[j:j + 1] == ']'
+            while j < len(pattern) and pattern[j] != ']': j += 2 if pattern[j] == '\\' else 1
+            out.append(pattern[i:j + 1]); i = j + 1; continue
+        if m := _RE2_FLAG_GROUP.match(pattern, i):
+            out.append(f'(?{m[1]}:'); levels[-1].append(m[1]); i = m.end(); continue
+        if c == '(': levels.append([]); out.append(c)
+        elif c == '|': out.append(')' * len(levels[-1]) + '|' + ''.join(f'(?{f}:' for f in levels[-1]))
+        elif c == ')': out.append(')' * (len(levels.pop()) if len(levels) > 1 else 0) + ')')   # unmatched: re says so
+        else: out.append(c)
+        i += 1
+    return ''.join(out) + ')' * sum(map(len, levels))
+
+def header_forward_regex(pattern:str|None) -> re.Pattern | None:
+    "Triton's header-forward pattern: `(?i)` + `pattern` as RE2 reads it (re.error if Python's `re` cannot); None when not set."
+    return None if pattern is None else re.compile(re2_flag_groups('(?i)' + pattern))
 
 # %% ../nbs/07_server.ipynb #09e3a3c9
 @patch(as_prop=True)
