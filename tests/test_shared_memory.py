@@ -375,3 +375,133 @@ def test_grpc_stream_round_trip(served, region):
         client.stop_stream()
         client.unregister_system_shared_memory()
         client.close()
+
+
+# ------------------------------------------------------------------------------------------------- regions in use
+
+SLOW_CONFIG = '''name: "slow"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+instance_group [ { kind: KIND_CPU } ]
+'''
+SLOW_MODEL = '''import time
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(4)   # long enough for the test to try unregistering the regions the request uses
+        out = []
+        for r in requests:
+            a = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(r, "INPUT1").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
+        return out
+'''
+
+
+def slow_repository(root:Path) -> Path:
+    "A repository with `slow`: simple's sums after a 4 s sleep (L0_shared_memory's execute_delayed_model sleeps 15 s)."
+    (root / 'slow' / '1').mkdir(parents=True)
+    (root / 'slow' / 'config.pbtxt').write_text(SLOW_CONFIG)
+    (root / 'slow' / '1' / 'model.py').write_text(SLOW_MODEL)
+    return root
+
+
+def in_use_scenario(http_port:int, grpc_port:int, tag:str) -> list:
+    """An inference (over HTTP, then over gRPC) reads two regions and writes two, and the model takes 4 s; meanwhile
+    unregistering all of them and one of them, over HTTP and gRPC, must be refused; afterwards both succeed."""
+    import grpc, time
+    R, out = '/v2/systemsharedmemory', []
+    names = ('in0', 'in1', 'out0', 'out1')
+    handles = {}
+    channel = grpc.insecure_channel(f'127.0.0.1:{grpc_port}')
+    stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    def h(label, method, path, body=None):
+        status, _, b = request(http_port, method, path, b'' if body is None else body)
+        out.append((label, status, b.decode()))
+    def g(label, name=''):
+        try: out.append((label, 'OK', str(stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name=name)))))
+        except grpc.RpcError as e: out.append((label, e.code().name, e.details()))
+    a, b = np.arange(16, dtype=np.int32), np.ones(16, dtype=np.int32)
+    try:
+        for kind, protocol in (('http', httpclient), ('grpc', grpcclient)):
+            for n in names:
+                key = fresh_key(f'{tag}{kind}{n}')
+                handles[key] = shm.create_shared_memory_region(key.lstrip('/'), key, 64)
+                if n == 'in0': shm.set_shared_memory_region(handles[key], [a])
+                if n == 'in1': shm.set_shared_memory_region(handles[key], [b])
+                if n == 'out0': out0 = handles[key]
+                h(f'{kind}: register {n}', 'POST', f'{R}/region/{n}/register', {'key': key, 'offset': 0, 'byte_size': 64})
+            client = (httpclient.InferenceServerClient(f'127.0.0.1:{http_port}') if kind == 'http'
+                      else grpcclient.InferenceServerClient(f'127.0.0.1:{grpc_port}'))
+            inputs = [protocol.InferInput(n, [1, 16], 'INT32') for n in ('INPUT0', 'INPUT1')]
+            outputs = [protocol.InferRequestedOutput(n) for n in ('OUTPUT0', 'OUTPUT1')]
+            for t, n in zip(inputs + outputs, names): t.set_shared_memory(n, 64)
+            if kind == 'http': pending = client.async_infer('slow', inputs, outputs=outputs)
+            else:
+                done = []
+                client.async_infer('slow', inputs, outputs=outputs, callback=lambda result, error: done.append(error))
+            time.sleep(1.5)                                      # the model is executing now
+            h(f'{kind} inference: HTTP unregister all', 'POST', f'{R}/unregister')
+            h(f'{kind} inference: HTTP unregister one', 'POST', f'{R}/region/in1/unregister')
+            h(f'{kind} inference: HTTP unregister an output', 'POST', f'{R}/region/out0/unregister')
+            g(f'{kind} inference: gRPC unregister all')
+            g(f'{kind} inference: gRPC unregister one', 'out1')
+            h(f'{kind} inference: status', 'GET', f'{R}/status')
+            if kind == 'http': pending.get_result()
+            else:
+                for _ in range(200):
+                    if done: break
+                    time.sleep(0.05)
+                out.append(('grpc inference: answered without error', 'done', done == [None]))
+            out.append((f'{kind} inference: OUTPUT0 in its region', 'file', shm.get_contents_as_numpy(out0, np.int32, [16]).tolist()))
+            client.close()
+            h(f'{kind} after: HTTP unregister one', 'POST', f'{R}/region/in1/unregister')
+            g(f'{kind} after: gRPC unregister one', 'out1')
+            g(f'{kind} after: gRPC unregister all')
+            h(f'{kind} after: status', 'GET', f'{R}/status')
+    finally:
+        channel.close()
+        for hd in handles.values():
+            try: shm.destroy_shared_memory_region(hd)
+            except Exception: pass
+    return [tuple(r) for r in json.loads(json.dumps([(label, status, _no_keys(text)) for label, status, text in out]))]
+
+
+def _no_keys(text):
+    "A status listing with each region's random key left out, so that two runs compare."
+    if isinstance(text, str) and text.startswith('[{'): return [{k: v for k, v in r.items() if k != 'key'} for r in json.loads(text)]
+    return text
+
+
+def test_regions_in_use_are_refused(launch, tmp_path):
+    "triton-mini on its own: Triton's texts, and the regions free again once the request is answered (both protocols)."
+    mini = launch.mini(slow_repository(tmp_path / 'models'), grpc=True, metrics=False)
+    rows = {label: rest for label, *rest in in_use_scenario(mini.http_port, mini.grpc_port, 'u')}
+    busy_all = 'Failed to unregister the following system shared memory regions: in0 ,in1 ,out0 ,out1 ,'
+    for kind in ('http', 'grpc'):
+        status, body = rows[f'{kind} inference: HTTP unregister all']
+        assert (status, json.loads(body)) == (500, {'error': busy_all}), rows
+        status, body = rows[f'{kind} inference: HTTP unregister one']
+        assert (status, json.loads(body)) == (500, {'error': "Cannot unregister shared memory region 'in1', it is currently in use."})
+        assert rows[f'{kind} inference: gRPC unregister all'] == ['INTERNAL', busy_all]
+        assert rows[f'{kind} inference: gRPC unregister one'] == ['INTERNAL', "Cannot unregister shared memory region 'out1', it is currently in use."]
+        assert [r['name'] for r in rows[f'{kind} inference: status'][1]] == ['in0', 'in1', 'out0', 'out1']
+        assert rows[f'{kind} inference: OUTPUT0 in its region'] == ['file', list(range(1, 17))]
+        assert rows[f'{kind} after: HTTP unregister one'] == [200, ''] and rows[f'{kind} after: gRPC unregister all'][0] == 'OK'
+        assert rows[f'{kind} after: status'] == [200, '[]']
+    assert rows['grpc inference: answered without error'] == ['done', True]
+
+
+@pytest.mark.oracle
+def test_oracle_regions_in_use(launch, tmp_path):
+    "The same scenario against real Triton 2.51 and triton-mini: every answer identical."
+    repo = slow_repository(tmp_path / 'models')
+    real, mini = start_together(lambda: launch.real_triton(repo), lambda: launch.mini(repo, grpc=True, metrics=False))
+    theirs = in_use_scenario(real.http_port, real.grpc_port, 'o')
+    ours = in_use_scenario(mini.http_port, mini.grpc_port, 'm')
+    assert [r[0] for r in ours] == [r[0] for r in theirs]
+    differences = [f'{t[0]}:\n  real Triton: {t[1:]}\n  triton-mini: {o[1:]}' for t, o in zip(theirs, ours) if t != o]
+    assert not differences, '\n'.join(differences)

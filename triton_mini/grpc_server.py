@@ -154,25 +154,27 @@ async def ModelInfer(self:GRPCFrontend, request, context):
     version = parse_version(request.model_version)
     m = self.server.repository.get(request.model_name, version)
     if m.decoupled: raise TritonError("ModelInfer RPC doesn't support models with decoupled transaction policy", 'UNSUPPORTED')
-    req, classes, _ = await off_loop(decode_work(request), decode_infer_request, request, m, version, self.forwarded_headers(context),
-                                     self.server.shared_memory)
-    trace = self.server.begin_trace(req, 'GRPC', received)   # None unless tracing is on and samples this request (07b)
-    m, fut = self.server.submit_future(req)
-    try: resp = await fut
-    except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
-        log_cancelled('ModelInferHandler', request.model_name)
-        self.server.cancel(req, m)
-        if trace: trace.sent()
-        raise
-    sending = time.monotonic_ns()
+    lease, fut = self.server.shared_memory.lease(), None   # its shared-memory regions, in use until it is answered (06a)
     try:
-        if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
-        if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
-        self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
-        if self.infer_compression is not None: context.set_compression(self.infer_compression)
-        return await off_loop(encode_work(resp), encode_infer_response, req, resp, m, classes)
-    finally:
-        if trace: trace.sent(sending)
+        req, classes, _ = await off_loop(decode_work(request), decode_infer_request, request, m, version, self.forwarded_headers(context), lease)
+        trace = self.server.begin_trace(req, 'GRPC', received)   # None unless tracing is on and samples this request (07b)
+        m, fut = self.server.submit_future(req)
+        try: resp = await fut
+        except asyncio.CancelledError:      # the client cancelled, or its deadline passed: grpc.aio cancels this handler
+            log_cancelled('ModelInferHandler', request.model_name)
+            self.server.cancel(req, m)
+            if trace: trace.sent()
+            raise
+        sending = time.monotonic_ns()
+        try:
+            if resp is None: raise TritonError('received an unexpected null response', 'INTERNAL')
+            if resp.error is not None: raise TritonError(resp.error.message, resp.error.code)   # a copy: one error may answer a whole batch
+            self.server.shared_memory.write_outputs(resp.outputs, classes)   # the shared-memory extension's outputs
+            if self.infer_compression is not None: context.set_compression(self.infer_compression)
+            return await off_loop(encode_work(resp), encode_infer_response, req, resp, m, classes)
+        finally:
+            if trace: trace.sent(sending)
+    finally: lease.release_after(fut)   # a cancelled handler lets go when the inference ends
 
 # %% ../nbs/08a_grpc.ipynb #4d2d6e08
 def _is_decoupled(server:TritonServer, request) -> bool:
@@ -258,19 +260,22 @@ class StreamRequest:
         self.req = self.m = None
         self.classes, self.empty_final = {}, False
         self.trace, self.waited = None, stream.wait_start   # its trace (07b_trace), if tracing samples it
+        self.lease = stream.server.shared_memory.lease()     # its shared-memory regions, in use until its final response (06a)
 
     def submit(self):
         pre = self.stream.predecoded.pop(id(self.request), None)
         if isinstance(pre, TritonError): raise pre
-        if pre is not None: self.m, (self.req, self.classes, self.empty_final) = pre
-        else:
-            version = parse_version(self.request.model_version)
-            self.m = self.stream.server.repository.get(self.request.model_name, version)
-            self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded,
-                                                                            self.stream.server.shared_memory)
-        self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
-        self.trace = self.stream.server.begin_trace(self.req, 'GRPC', self.waited)
-        self.stream.server.submit(self.req)
+        try:
+            if pre is not None: self.m, (self.req, self.classes, self.empty_final), self.lease = pre
+            else:
+                version = parse_version(self.request.model_version)
+                self.m = self.stream.server.repository.get(self.request.model_name, version)
+                self.req, self.classes, self.empty_final = decode_infer_request(self.request, self.m, version, self.stream.forwarded,
+                                                                                self.lease)
+            self.req.response_callback = lambda r, resp, final: call_in_loop(self.stream.loop, self.on_response, resp, final)
+            self.trace = self.stream.server.begin_trace(self.req, 'GRPC', self.waited)
+            self.stream.server.submit(self.req)
+        except BaseException: self.lease.release(); raise   # answered with the error by `issue`
 
 # %% ../nbs/08a_grpc.ipynb #b24680cf
 @patch
@@ -294,6 +299,7 @@ def on_response(self:StreamRequest, resp, final:bool):
             status = grpc_status(err)
             message = self._reply(status[1], final)
     self.stream.write(self, message, final, status)
+    if final: self.lease.release()   # its outputs are written: the regions are free again
     if self.trace:   # a SEND pair for each message written, as Triton's stream does; the final response lets go of it
         if message is not None: self.trace.sending(sending)
         if final: self.trace.release()
@@ -382,13 +388,15 @@ async def ModelConfig(self:GRPCFrontend, request, context):
 
 # %% ../nbs/08a_grpc.ipynb #ee9e5031
 def _predecode(server, request, forwarded):
-    "(model, decode_infer_request's answer) for a big stream request, on a thread; a TritonError (no traceback) for a bad one."
+    "(model, decode_infer_request's answer, its `Lease`) for a big stream request, on a thread; a TritonError (no traceback) for a bad one."
+    lease = server.shared_memory.lease()
     try:
         version = parse_version(request.model_version)
         m = server.repository.get(request.model_name, version)
-        return m, decode_infer_request(request, m, version, forwarded, server.shared_memory)
+        return m, decode_infer_request(request, m, version, forwarded, lease), lease
     except TritonError as e: err = TritonError(e.message, e.code)
-    except Exception: return None      # a bug: decoded again when issued, where it is answered and logged
+    except Exception: err = None      # a bug: decoded again when issued, where it is answered and logged
+    lease.release()
     return err
 
 # %% ../nbs/08a_grpc.ipynb #27eadcdc

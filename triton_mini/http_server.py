@@ -255,10 +255,13 @@ async def _infer(self:HTTPFrontend, name, version, body, headers, raw_headers=No
     m = self._infer_model(name, version)     # Triton looks at the model before the body
     if (encoding := headers.get(b'content-encoding')) is not None: body = await self._inflated(body, encoding)   # appendix
     n = header_length(headers.get(b'inference-header-content-length'), len(body))
-    decoded = await self._decode_infer(name, version, body, n) if n != 0 and body else None   # None: a raw body
-    req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, raw_headers, received)
-    answer = self._infer_answer(req, await fut, opts, m, decoded is not None, trace)
-    return await answer if inspect.isawaitable(answer) else answer
+    lease, fut = self.server.shared_memory.lease(), None   # its shared-memory regions, in use until it is answered (06a)
+    try:
+        decoded = await self._decode_infer(name, version, body, n, lease) if n != 0 and body else None   # None: a raw body
+        req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, raw_headers, received)
+        answer = self._infer_answer(req, await fut, opts, m, decoded is not None, trace)
+        return await answer if inspect.isawaitable(answer) else answer
+    finally: lease.release_after(fut)   # a handler cut short lets go when the inference ends
 
 @patch
 def _infer_model(self:HTTPFrontend, name, version):
@@ -290,9 +293,9 @@ def _infer_answer(self:HTTPFrontend, req, resp, opts, m, labelled:bool, trace):
         if trace: trace.sent(sending)
 
 @patch
-async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
-    "`decode_infer_request` off the event loop: on a thread when the body is not tiny (a big JSON part: appendix)."
-    return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+async def _decode_infer(self:HTTPFrontend, name, version, body, n, shm) -> tuple:
+    "`decode_infer_request` off the event loop (`shm`: the request's `Lease`): on a thread when the body is not tiny (a big JSON part: appendix)."
+    return await off_loop(len(body), decode_infer_request, name, version, body, n, shm)
 
 # %% ../nbs/08_http.ipynb #709e97d6
 class _Reply(Exception):
@@ -646,7 +649,7 @@ def _shared_memory(self:HTTPFrontend, kind:str, region:str|None, action:str, bod
     system, shm = kind == 'systemsharedmemory', self.server.shared_memory
     if action == 'status': return Response(200, json_dumps(shm.status(region) if system else cuda_status(region)))
     if action == 'unregister':
-        if system: shm.unregister(region)     # an unknown name is not an error
+        if system: shm.unregister(region)     # an unknown name is not an error; one in use is refused (06a)
         return Response(200, b'')
     if region is None: raise TritonError(f"'region name' is necessary to register {'system' if system else 'cuda'} shared memory region")
     doc = parse_json(body)
@@ -728,7 +731,7 @@ def decode_in_worker(name:str, version:int, body:bytes|str, n:int|None) -> tuple
 
 # %% ../nbs/08_http.ipynb #55e5818a
 @patch
-async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
+async def _decode_in_worker(self:HTTPFrontend, name, version, body, n, shm) -> tuple:
     "`decode_infer_request` for a big body: in the worker process, or here when the worker cannot."
     if self.json_worker is None: self.json_worker = DecodeWorker(preload=['triton_mini.http_server'])
     path = await asyncio.to_thread(_spill, body)
@@ -738,7 +741,7 @@ async def _decode_in_worker(self:HTTPFrontend, name, version, body, n) -> tuple:
         out = None
     finally:
         if path: os.unlink(path)
-    if out is None: return await off_loop(len(body), decode_infer_request, name, version, body, n, self.server.shared_memory)
+    if out is None: return await off_loop(len(body), decode_infer_request, name, version, body, n, shm)
     if out[0] == 'error': raise TritonError(out[1], out[2])
     _, req, opts = out
     req.inputs = await off_loop(sum(len(p) for a in req.inputs.values() if isinstance(a, tuple) for p in a[0]), _unpack_inputs, req.inputs)
@@ -768,10 +771,10 @@ def encode_work(resp:InferenceResponse, opts:dict) -> int:
 
 # %% ../nbs/08_http.ipynb #43bd316e
 @patch
-async def _decode_infer(self:HTTPFrontend, name, version, body, n) -> tuple:
-    "`decode_infer_request` off the event loop: on a thread, or for a big JSON part in a worker process."
-    if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n)
-    return await off_loop(decode_work(body, n), decode_infer_request, name, version, body, n, self.server.shared_memory)
+async def _decode_infer(self:HTTPFrontend, name, version, body, n, shm) -> tuple:
+    "`decode_infer_request` off the event loop (`shm`: the request's `Lease`): on a thread, or for a big JSON part in a worker process."
+    if (len(body) if n is None else n) > self.worker_json_bytes: return await self._decode_in_worker(name, version, body, n, shm)
+    return await off_loop(decode_work(body, n), decode_infer_request, name, version, body, n, shm)
 
 # %% ../nbs/08_http.ipynb #d94d7e17
 from .server import OFF_LOOP_BYTES
@@ -805,17 +808,21 @@ def fast_handler(self:HTTPFrontend, url:bytes, headers:dict, length:int):
 @patch
 def _infer_now(self:HTTPFrontend, name, version, headers, url, body, reply):
     "`_infer` without a Task: decoded and submitted now, answered through `reply` when the response future completes."
+    lease = self.server.shared_memory.lease()   # its shared-memory regions, in use until it is answered (06a)
     try:
         received = time.monotonic_ns()
         m = self._infer_model(name, version)
         n = header_length(headers.get(b'inference-header-content-length'), len(body))
         if len(body) > OFF_LOOP_BYTES and decode_work(body, n) > OFF_LOOP_BYTES: return self._infer_task(name, version, headers, body, reply)
-        decoded = decode_infer_request(name, version, body, n, self.server.shared_memory) if n != 0 and body else None
+        decoded = decode_infer_request(name, version, body, n, lease) if n != 0 and body else None
         req, opts, m, fut, trace = self._infer_submit(m, name, version, body, decoded, headers, None, received)
-    except Exception as e: return reply(_error_answer(e, 'POST', url.decode('latin-1')))
+    except Exception as e:
+        lease.release()
+        return reply(_error_answer(e, 'POST', url.decode('latin-1')))
     def answered(f):
         try: answer = _outcome(f) or self._infer_answer(req, f.result(), opts, m, decoded is not None, trace)
         except Exception as e: answer = _error_answer(e, 'POST', url.decode('latin-1'))
+        lease.release()   # its outputs are written: the regions are free again
         if not inspect.isawaitable(answer): return reply(answer)
         asyncio.ensure_future(answer).add_done_callback(lambda t: reply(_outcome(t) or t.result()))   # big outputs: encoded on a thread
     fut.add_done_callback(answered)

@@ -396,7 +396,7 @@ def stop(self:TritonServer, timeout:float|None=None) -> list:
     try: stuck = self.repository.unload_all(timeout)
     finally: self._exiting = False   # a server started again takes requests again
     self.repository.remove_overrides()      # the files load requests sent go with their models
-    self.shared_memory.unregister()         # unmap every region, as Triton's exit does
+    self.shared_memory.close()              # unmap every region, in use or not, as Triton's exit does
     if self._traces is not None: self._traces.close()   # the traces not written yet go to the trace file (07b_trace)
     self._started = False
     return [(name, v, _in_flight(h)) for name, v, h in stuck]

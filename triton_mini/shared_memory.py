@@ -4,15 +4,16 @@
 
 # %% ../nbs/06a_shared_memory.ipynb #1038a498
 from __future__ import annotations
-import mmap, os, threading
+import collections, logging, mmap, os, threading
 from typing import NamedTuple
 from fastcore.basics import patch
 from .errors import TritonError
 from .portability import shm_open
 from .tensors import to_binary, wire_from_numpy
+from .errors import VERBOSE
 
 # %% auto #0
-__all__ = ['SHM_DIR', 'Region', 'map_region', 'SharedMemoryRegistry', 'Placement']
+__all__ = ['SHM_DIR', 'log', 'Region', 'map_region', 'SharedMemoryRegistry', 'Placement', 'Lease']
 
 # %% ../nbs/06a_shared_memory.ipynb #fcd09a5e
 SHM_DIR = '/dev/shm'   # where glibc's shm_open keeps POSIX shared-memory objects
@@ -51,7 +52,9 @@ def map_region(name:str, key:str, offset:int, byte_size:int) -> Region:
 # %% ../nbs/06a_shared_memory.ipynb #404c5494
 class SharedMemoryRegistry:
     "Triton's system shared-memory regions by name: register, unregister, status, and the windows requests use."
-    def __init__(self): self.regions, self.lock = {}, threading.Lock()
+    def __init__(self):
+        self.regions, self.lock = {}, threading.Lock()
+        self.uses = collections.Counter()   # region name -> requests using it now (the `Lease`s below)
 
     def __repr__(self): return f'SharedMemoryRegistry({sorted(self.regions)})'
 
@@ -65,16 +68,33 @@ class SharedMemoryRegistry:
             return region
 
 # %% ../nbs/06a_shared_memory.ipynb #732dcde3
+log = logging.getLogger('triton_mini.server')   # Triton's core logs the refusals below
+
 def _close(region:Region):
     try: region.mapping.close()
     except BufferError: pass    # views remain: the mapping closes when they are gone
 
 @patch
 def unregister(self:SharedMemoryRegistry, name:str|None=None):
-    "Forget region `name` (every region when None) and unmap it."
+    "Forget region `name` (every region when None) and unmap it; a region in use stays, and is refused (TritonError)."
     with self.lock:      # closed under the lock: a request's read or write is never half-way through a closing map
-        gone = list(self.regions.values()) if name is None else [r for r in [self.regions.get(name)] if r is not None]
-        for r in gone: del self.regions[r.name]; _close(r)
+        names = sorted(self.regions) if name is None else [name] if name in self.regions else []
+        busy = [n for n in names if self.uses[n]]
+        for n in names:
+            if n not in busy: _close(self.regions.pop(n))
+    refusals = [f"Cannot unregister shared memory region '{n}', it is currently in use." for n in busy]
+    if name is not None and busy: raise TritonError(refusals[0], 'INTERNAL')
+    if busy:
+        for r in refusals: log.log(VERBOSE, r)
+        message = 'Failed to unregister the following system shared memory regions: ' + ''.join(f'{n} ,' for n in busy)
+        log.error(message)
+        raise TritonError(message, 'INTERNAL')
+
+@patch
+def close(self:SharedMemoryRegistry):
+    "Unmap every region, in use or not: the server's exit (Triton's process ends; requests still using one fail)."
+    with self.lock:
+        for n in list(self.regions): _close(self.regions.pop(n))
 
 @patch
 def status(self:SharedMemoryRegistry, name:str|None=None) -> list:
@@ -134,3 +154,40 @@ def write_outputs(self:SharedMemoryRegistry, outputs:dict, options:dict):
     for name, arr in outputs.items():
         p = options.get(name)
         if isinstance(p, Placement): self.write(p, name, to_binary(arr, 'BYTES' if arr.dtype == object else wire_from_numpy(arr.dtype)))
+
+# %% ../nbs/06a_shared_memory.ipynb #3f007662
+class Lease:
+    "The regions one request uses: each window `placement` hands out keeps its region in use until `release`."
+    def __init__(self, registry:SharedMemoryRegistry): self.registry, self.names = registry, []
+    def __repr__(self): return f'Lease({self.names})'
+
+    def placement(self, region:str, offset:int=0, byte_size:int=0) -> Placement:
+        "`SharedMemoryRegistry.placement`, and region `region` in use by this request from now on."
+        reg = self.registry
+        with reg.lock:
+            p = reg.placement(region, offset, byte_size)
+            reg.uses[region] += 1
+            self.names.append(region)
+        return p
+
+    def read(self, p:Placement) -> memoryview: return self.registry.read(p)
+
+    def release(self):
+        "The request is done with its regions (a second call does nothing)."
+        if not self.names: return   # most requests use no region: no lock taken for them
+        reg = self.registry
+        with reg.lock:
+            names, self.names = self.names, []
+            for n in names:
+                reg.uses[n] -= 1
+                if reg.uses[n] <= 0: del reg.uses[n]
+
+    def release_after(self, fut):
+        "`release` now, or when `fut` (the request's response future, None when it never got one) completes."
+        if fut is None or fut.done(): self.release()
+        else: fut.add_done_callback(lambda _: self.release())
+
+@patch
+def lease(self:SharedMemoryRegistry) -> Lease:
+    "A `Lease` for one request's windows."
+    return Lease(self)
