@@ -21,7 +21,7 @@ triton_mini --backend-directory=$TRITON_DIR/backends` (triton-mini's built-in id
 `identity_2_float32`). Adapted, and why: test.sh names its server `SERVER=/opt/tritonserver/bin/tritonserver` (the
 container's path); that one line is rewritten to `${TRITON_DIR}/bin/tritonserver`. Nothing else changes.
 
-Measured on branch optional (test.sh about 1.5 min, its ports rewritten to 48000-48002 for the measure): the first
+Measured on branch optional (test.sh about 70 s, its ports rewritten to 48000-48002 for the measure): the first
 run passed 3 of the 10 cases, for two differences, both now fixed. test_optional_same_input and
 test_optional_mix_inputs failed (`OUTPUT1 ... got None`): triton-mini's identity backend paired outputs with the inputs
 a request sent, by position, where Triton's answers `OUTPUT<s>` from `INPUT<s>` by name (zeros for a left-out optional
