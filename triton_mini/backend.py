@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 
 from .model_config import ModelConfig, ModelInput, ModelOutput
-from .tensors import TritonError
+from .tensors import TritonError, config_to_wire, np_dtype
 
 # %% auto #0
 __all__ = ['BATCH_INPUT_DTYPES', 'log', 'InferenceResponse', 'InferenceRequest', 'InstanceArgs', 'ModelInstance', 'Backend',
@@ -402,3 +402,40 @@ def __init__(self:IdentityInstance, args:InstanceArgs):
     if ms := int_parameter(cfg, 'execute_delay_ms'):
         multiplier = int_parameter(cfg, 'instance_wise_delay_multiplier') * i
         self.delay_s = ms * max(multiplier, 1) / 1000
+
+# %% ../nbs/03_backend.ipynb #eb46329a
+def _names_pair(cfg:ModelConfig) -> bool:
+    "The config names its tensors as Triton's identity backend requires: `INPUT<s>` and `OUTPUT<s>`, every output's input there."
+    ins = {i.name for i in cfg.input}
+    return (bool(cfg.output) and all(n.startswith('INPUT') for n in ins)
+            and all(o.name.startswith('OUTPUT') and 'INPUT' + o.name[6:] in ins for o in cfg.output))
+
+def _zeros_for(inp:ModelInput, batch:int|None) -> np.ndarray:
+    "Zeros standing in for an optional input the request left out: its config shape, `-1` as 1, after `batch` if any."
+    dims = [1 if d == -1 else d for d in (inp.reshape.shape if inp.reshape is not None else inp.dims)]
+    dtype = np_dtype(config_to_wire(inp.data_type))
+    shape = ([batch] if batch else []) + dims
+    return np.full(shape, b'', dtype=object) if dtype == np.object_ else np.zeros(shape, dtype)
+
+def _identity_by_name(req:InferenceRequest, cfg:ModelConfig) -> InferenceResponse:
+    "Triton's identity backend's answer: each requested `OUTPUT<s>` is `INPUT<s>` (zeros if optional and left out)."
+    ins = {i.name: i for i in cfg.input}
+    first = next(iter(req.inputs.values()), None)
+    batch = first.shape[0] if cfg.max_batch_size > 0 and first is not None and first.ndim else None
+    outs = {}
+    for o in cfg.output:
+        if req.requested_outputs is not None and o.name not in req.requested_outputs: continue
+        name = 'INPUT' + o.name[6:]
+        if name in req.inputs: outs[o.name] = req.inputs[name]
+        elif ins[name].optional: outs[o.name] = _zeros_for(ins[name], batch)
+        else: return InferenceResponse(error=TritonError(f"failed to get input '{name}'", 'UNSUPPORTED'))
+    return InferenceResponse(outs)
+
+@patch
+def execute(self:IdentityInstance, requests):
+    "Triton's identity backend: by name for `INPUT<s>`/`OUTPUT<s>` configs (`_identity_by_name`), else by position."
+    if self.delay_s: time.sleep(self.delay_s)
+    cfg = self.args.config
+    if _names_pair(cfg): return [_identity_by_name(r, cfg) for r in requests]
+    return [InferenceResponse(_outputs_for(r, cfg, [r.inputs[i.name] for i in cfg.input if i.name in r.inputs]))
+            for r in requests]   # the main story's, by position

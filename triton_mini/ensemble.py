@@ -166,9 +166,10 @@ class _EnsembleRun:
     def __init__(self, sched:'EnsembleScheduler', req:InferenceRequest):
         self.sched, self.req, self.lock = sched, req, threading.Lock()
         self.pool = {t: {0: a} for t, a in req.inputs.items()}   # tensor -> {iteration: array} (see decoupled steps)
+        for t in sched.optional_inputs: self.pool.setdefault(t, {0: None})   # None: a placeholder (optional inputs)
         self.produced = []                                       # the tensors the steps made, in order of first arrival
         batch = req.batch_size if sched.config.max_batch_size > 0 else 0
-        self.batch = dict.fromkeys(req.inputs, batch)   # tensor -> batch size it came with, 0 from a non-batching model
+        self.batch = dict.fromkeys(self.pool, batch)    # tensor -> batch size it came with, 0 from a non-batching model
         self.fired, self.running, self.failed = set(), 0, False   # (step, iteration) dispatched; in flight; failed
         self.sent, self.step_ns = {}, 0   # when each (step, iteration) was submitted; the steps' total duration
         self.steps_in_flight = {}         # (step, iteration) -> its request, until its final response (cancel reaches them)
@@ -224,12 +225,12 @@ def _on_step(self:_EnsembleRun, i:int, it:int, resp:InferenceResponse|None, fina
             self.failed = True
             return self._finish(InferenceResponse(error=TritonError(f"in ensemble '{self.sched.config.name}', {resp.error.message}", resp.error.code)))
         updated = []
-        if resp is not None:
-            for key, t in self.sched.steps[i].output_map.items():
-                if key not in resp.outputs: continue
+        if resp is not None:   # a mapped output the response lacks becomes a placeholder (None), after the others
+            outs = self.sched.steps[i].output_map.items()
+            for key, t in [(k, t) for k, t in outs if k in resp.outputs] + [(k, t) for k, t in outs if k not in resp.outputs]:
                 n = len(self.pool.setdefault(t, {}))   # TensorData::AddTensor: the tensor's next iteration
-                self.pool[t][n] = resp.outputs[key]; updated.append((t, n))
-                if t not in self.produced: self.produced.append(t)
+                self.pool[t][n] = resp.outputs.get(key); updated.append((t, n))
+                if key in resp.outputs and t not in self.produced: self.produced.append(t)
         if final:
             self.steps_in_flight.pop((i, it), None)
             self.running, self.step_ns = self.running - 1, self.step_ns + self.sched.clock() - self.sent[i, it]
@@ -247,8 +248,8 @@ def convert_batch(arr, dims, batching:bool, batch:int):
 
 @patch
 def _step_inputs(self:_EnsembleRun, step, it:int=0) -> tuple:
-    "The step's inputs of iteration `it` from the pool, converted for its model's batching, and the step's batch size (0: none)."
-    inputs = {k: self.pool[t][it] for k, t in step.input_map.items()}
+    "The step's inputs of iteration `it` from the pool (placeholders left out), converted for its model's batching, and the step's batch size (0: none)."
+    inputs = {k: self.pool[t][it] for k, t in step.input_map.items() if self.pool[t][it] is not None}
     m = self.sched.lookup(step.model_name, step.model_version) if self.sched.lookup else None
     if m is None: return inputs, self.batch[next(iter(step.input_map.values()))]   # no lookup (a stand-in): as its input
     batching, dims = m.max_batch_size > 0, {t.name: t.dims for t in m.input}
@@ -279,7 +280,7 @@ def _answer(self:_EnsembleRun, updated, done:bool):
     for it in sorted({n for t, n in updated if t in wanted}):
         if all(it in self.pool.get(t, ()) for t in wanted):
             outs = {t: convert_batch(self.pool[t][it], self.sched.output_dims[t], batching, self.batch.get(t, 0))
-                    for t in self.produced if t in wanted}
+                    for t in self.produced if t in wanted and self.pool[t][it] is not None}   # a placeholder: left out
             ready.append(InferenceResponse(outs, parameters=sequence_parameters(self.req, len(outs))))   # see Hardening
     if not self.sched.decoupled: self.held = ready[-1] if ready else self.held
     else:
@@ -314,6 +315,7 @@ class EnsembleScheduler:
         if lookup is not None and validate_ensemble_models(config, lookup):   # a decoupled step: a decoupled ensemble
             config.model_transaction_policy = ModelTransactionPolicy(decoupled=True)
         self.steps, self.outputs, self.lookup = config.ensemble_scheduling.step, [o.name for o in config.output], lookup
+        self.optional_inputs = [i.name for i in config.input if i.optional]
         self.output_dims = {o.name: _shapes(config, o, reshape=True)[0] for o in config.output}
         self.stats, self.instances = stats or ModelStatistics(), []
         self.decoupled = bool(config.model_transaction_policy and config.model_transaction_policy.decoupled)
