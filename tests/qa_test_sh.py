@@ -12,10 +12,24 @@ from __future__ import annotations
 import os, shutil, signal, subprocess, sys
 from pathlib import Path
 
+import pytest
+
 import triton_python_qa as pyqa
 from triton_servers import popen, skip_or_fail
 
 QA_BACKENDS = Path(__file__).parent / 'qa_backends'
+# QA that CI's 90 minutes do not hold (yet): run only with TRITON_MINI_LONG_QA=1, and .ci/run names each one it leaves out
+LONG_QA = os.environ.get('TRITON_MINI_LONG_QA') == '1'
+
+
+def long_qa(why:str):
+    "Mark a QA test as run only with TRITON_MINI_LONG_QA=1, for `why`."
+    return pytest.mark.skipif(not LONG_QA, reason=f'{why}; TRITON_MINI_LONG_QA=1 runs it (.ci/run says so)')
+
+
+# L0_request_cancellation, L0_client_timeout and L0_shared_memory (about 7 minutes on the default ports together) pass
+# on main (2026-12-07), and wait for a CI log that shows the room: CI took 79 of its 90 minutes at the last landing.
+ci_budget = long_qa("CI's budget: this QA joins CI once a CI log shows room for it (79 of 90 minutes at the last landing)")
 
 
 def extract(root:Path, *paths:str):

@@ -56,6 +56,7 @@ def all_passed(report:str, n:int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.default_ports
+@qa.ci_budget
 def test_python_library_cases(tmp_path):
     "test.sh's CASE 3: the five infer cases against one server, each `ok`."
     where = stage(tmp_path)
@@ -66,6 +67,7 @@ def test_python_library_cases(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.default_ports
+@qa.ci_budget
 def test_non_infer_apis_answer_late(tmp_path):
     "test.sh's last server: every RPC but inference answers 2 s late; each case `ok`, and the log says why."
     where = stage(tmp_path)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pytest
 
+import qa_test_sh as qa
 import triton_python_qa as pyqa
 from test_libtorch_qa import missing as libtorch_missing
 from triton_servers import default_ports, popen, skip_or_fail
@@ -93,6 +94,7 @@ def failed_cases(out:str) -> set:
 
 @pytest.mark.slow
 @pytest.mark.default_ports
+@qa.ci_budget
 def test_request_cancellation_test_sh(tmp_path):
     """test.sh passes whole but for the known failures: exactly those client cases fail, and test.sh's other checks hold
     (no failed start, the scheduler and implicit-state clients pass); with none known, it prints `*** Test Passed`."""

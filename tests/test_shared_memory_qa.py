@@ -84,6 +84,7 @@ def logs(where:Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.default_ports
+@qa.ci_budget
 def test_shared_memory_test_sh(tmp_path):
     """test.sh passes whole: all 14 cases and the unregister-during-inference case, over HTTP and gRPC (while
     KNOWN_FAILURES is not empty: exactly those runs fail, and test.sh's other checks hold)."""
