@@ -51,6 +51,13 @@ def triton_dir(root:Path) -> Path:
     return triton
 
 
+def stage(root:Path, qa:str) -> Path:
+    "qa/common and the QA folder `qa` (e.g. 'qa/L0_parameters') under `root`, with the container's TRITON_DIR; that folder."
+    extract(root, 'qa/common', qa)
+    triton_dir(root)
+    return root / qa
+
+
 def environment(root:Path, **extra:str) -> dict:
     "test.sh's environment: the container's version and $TRITON_DIR, this interpreter (with tritonclient) as `python`."
     return {**os.environ, 'NVIDIA_TRITON_SERVER_VERSION': '24.10', 'TRITON_DIR': str(root / 'tritonserver'),

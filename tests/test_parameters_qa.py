@@ -43,10 +43,8 @@ KNOWN_FAILURES = {'test_params': {}, 'test_headers': {}, 'test_header_forward_pa
 
 
 def stage(root:Path) -> Path:
-    "qa/common and qa/L0_parameters under `root`, and a TRITON_DIR whose bin/tritonserver is triton-mini; returns L0_parameters' folder."
-    qa.extract(root, 'qa/common', QA)
-    qa.triton_dir(root)
-    return root / QA
+    "qa/common and the QA under `root`, with a TRITON_DIR whose bin/tritonserver is triton-mini; the QA's folder."
+    return qa.stage(root, QA)
 
 
 def failures_by_run(script:str, out:str) -> dict:

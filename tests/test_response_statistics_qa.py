@@ -43,10 +43,8 @@ KNOWN_FAILURES = {}
 
 
 def stage(root:Path) -> Path:
-    "qa/common and qa/L0_response_statistics under `root`, and a TRITON_DIR whose bin/tritonserver is triton-mini; returns the QA's folder."
-    qa.extract(root, 'qa/common', QA)
-    qa.triton_dir(root)
-    return root / QA
+    "qa/common and the QA under `root`, with a TRITON_DIR whose bin/tritonserver is triton-mini; the QA's folder."
+    return qa.stage(root, QA)
 
 
 @pytest.mark.slow
